@@ -1,0 +1,1 @@
+"""The `ptxwb` command line: parse, call the library, print."""

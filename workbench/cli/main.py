@@ -1,0 +1,30 @@
+"""Entry point of `ptxwb`. Command modules import their heavy dependencies inside the commands."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from workbench.cli import doctor_cmd, session_cmd, tasks_cmd
+from workbench.errors import UserError
+
+app = typer.Typer(
+    name="ptxwb",
+    help="PTX Workbench: write, judge and time hand-written PTX kernels for Hopper and Blackwell.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("tasks")(tasks_cmd.tasks)
+app.command("task")(tasks_cmd.task)
+app.command("doctor")(doctor_cmd.doctor)
+app.add_typer(session_cmd.app, name="session")
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as exc:
+        print(f"ptxwb: {exc}", file=sys.stderr)
+        sys.exit(2)

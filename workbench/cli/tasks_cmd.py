@@ -1,0 +1,109 @@
+"""`ptxwb tasks` and `ptxwb task NAME|PATH.json`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from workbench.cli.output import console, fmt_bytes, fmt_flops, print_json
+from workbench.tasks import Catalogue, Task, resolve_task
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _summary(task: Task) -> dict[str, Any]:
+    facts = task.facts
+    return {
+        "name": task.name,
+        "op_type": task.definition.op_type,
+        "family": facts.family if facts else None,
+        "causal": facts.causal if facts else None,
+        "headline": bool(facts and facts.headline),
+        "baseline": facts.baseline if facts else None,
+        "workloads": len(task.workloads),
+    }
+
+
+def _details(task: Task) -> dict[str, Any]:
+    facts = task.facts
+    definition = task.definition
+    headline = facts.headline_workload if facts else None
+    workloads = []
+    for workload in task.workloads:
+        workloads.append(
+            {
+                "uuid": workload.uuid,
+                "axes": workload.axes,
+                "headline": workload.uuid == headline,
+                "seed": task.seed(workload),
+                "flops": task.flops(workload),
+                "min_bytes": task.min_bytes(workload),
+                "speed_of_light_ms": task.speed_of_light_ms(workload),
+            }
+        )
+    return {
+        **_summary(task),
+        "source": str(task.source) if task.source else None,
+        "description": definition.description,
+        "axes": {name: axis.model_dump(exclude_none=True) for name, axis in definition.axes.items()},
+        "inputs": {n: s.model_dump(exclude_none=True) for n, s in definition.inputs.items()},
+        "outputs": {n: s.model_dump(exclude_none=True) for n, s in definition.outputs.items()},
+        "atol": facts.atol if facts else None,
+        "rtol": facts.rtol if facts else None,
+        "workloads": workloads,
+    }
+
+
+def tasks(as_json: JsonOpt = False) -> None:
+    """List the task catalogue (the five headline tasks are the paper's benchmark)."""
+    catalogue = Catalogue.load()
+    rows = [_summary(task) for task in catalogue.tasks.values()]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title=f"{len(rows)} tasks", title_justify="left")
+    for column in ("task", "family", "baseline", "workloads", "headline"):
+        table.add_column(column)
+    for row in rows:
+        family = row["family"] + (" (causal)" if row["causal"] else "")
+        table.add_row(row["name"], family, row["baseline"], str(row["workloads"]), "★" if row["headline"] else "")
+    console().print(table)
+
+
+def task(
+    name: Annotated[str, typer.Argument(help="A catalogue task name or a Definition JSON file.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one task: axes, tensors, workloads, FLOPs, minimum bytes, speed of light per GPU."""
+    details = _details(resolve_task(name))
+    if as_json:
+        print_json(details)
+        return
+    out = console()
+    star = "  ★ headline task" if details["headline"] else ""
+    out.print(f"[bold]{details['name']}[/bold]  ({details['op_type']}, {details['family'] or 'unknown family'}){star}")
+    if details["description"]:
+        out.print(details["description"])
+    axes = ", ".join(
+        f"{n}={a['value']}" if a["type"] == "const" else f"{n} (var)" for n, a in details["axes"].items()
+    )
+    out.print(f"axes: {axes}")
+    for group in ("inputs", "outputs"):
+        specs = ", ".join(f"{n}[{', '.join(s['shape'])}] {s['dtype']}" for n, s in details[group].items())
+        out.print(f"{group}: {specs}")
+    table = Table(title="workloads", title_justify="left")
+    for column in ("uuid", "axes", "seed", "FLOPs", "min bytes", "SoL H100 ms", "SoL H200 ms", "SoL B200 ms"):
+        table.add_column(column)
+    for w in details["workloads"]:
+        sol = w["speed_of_light_ms"]
+        table.add_row(
+            w["uuid"][:8] + (" ★" if w["headline"] else ""),
+            ", ".join(f"{k}={v}" for k, v in w["axes"].items()),
+            str(w["seed"]),
+            fmt_flops(w["flops"]),
+            fmt_bytes(w["min_bytes"]),
+            *(f"{sol[d]:.3f}" if d in sol else "—" for d in ("H100", "H200", "B200")),
+        )
+    out.print(table)

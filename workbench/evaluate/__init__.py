@@ -1,0 +1,1 @@
+"""Evaluation: build, static SASS, correctness, dynamic proof and timing of one candidate."""

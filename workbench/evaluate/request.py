@@ -1,0 +1,48 @@
+"""What is asked of an executor, what it reports while it works, and the executor interface."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from workbench.evaluate.result import EvalResult, Status
+from workbench.tasks.targets import TargetName
+
+StageName = Literal["build", "static", "correctness", "dynamic", "timing"]
+
+
+class EvalRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(description="catalogue task name, or a path to a Definition JSON")
+    target: TargetName
+    source: str = Field(description="the candidate's complete .cu file")
+    workload: str | None = Field(default=None, description="workload uuid or prefix; the headline one if unset")
+    trials: int = Field(default=3, ge=3)
+    warmup: int = Field(default=10, ge=0)
+    iterations: int = Field(default=50, ge=1)
+    compile_timeout_s: float = 180.0
+    run_timeout_s: float = 120.0
+    profile_timeout_s: float = 300.0
+
+
+class Progress(BaseModel):
+    """One step of an evaluation, for live views: a stage starting or finishing."""
+
+    stage: StageName
+    state: Literal["started", "finished"]
+    status: Status | None = None
+    message: str = ""
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+class Executor(Protocol):
+    """Turns a request into a verdict: `static` (no GPU), `local`, `ssh://host`."""
+
+    name: str
+
+    async def evaluate(self, request: EvalRequest, progress: ProgressCallback | None = None) -> EvalResult: ...

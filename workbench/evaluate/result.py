@@ -1,0 +1,185 @@
+"""`EvalResult`: the one verdict every part renders (agent feedback, TUI, reports, sessions).
+
+Versioned: `schema_version` changes whenever a field changes meaning. Every stage has its own status;
+a stage that did not run is `not_run`, never `passed`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class Status(StrEnum):
+    """The closed set of verdicts, for the whole result and for each stage."""
+
+    passed = "passed"
+    not_run = "not_run"
+    banned = "banned"
+    compile_error = "compile_error"
+    static_missing_family = "static_missing_family"
+    runtime_error = "runtime_error"
+    timeout = "timeout"
+    incorrect_shape = "incorrect_shape"
+    incorrect_dtype = "incorrect_dtype"
+    incorrect_numerical = "incorrect_numerical"
+    inputs_modified = "inputs_modified"
+    foreign_kernel = "foreign_kernel"
+    dynamic_not_executed = "dynamic_not_executed"
+    low_tensor_share = "low_tensor_share"
+    infrastructure_error = "infrastructure_error"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StageBase(_Model):
+    status: Status = Status.not_run
+    message: str = ""
+    duration_s: float | None = None
+
+
+class KernelResources(_Model):
+    """ptxas's report for one kernel."""
+
+    kernel: str
+    registers: int | None = None
+    spill_stores_bytes: int = 0
+    spill_loads_bytes: int = 0
+    stack_frame_bytes: int = 0
+    shared_bytes: int = 0
+    constant_bytes: int = 0
+
+
+class CompilerWarning(_Model):
+    code: str | None = Field(default=None, description="ptxas/nvcc code such as C7508")
+    kind: str = Field(description="short class: setmaxnreg_ignored, wgmma_serialized, other")
+    kernel: str | None = None
+    text: str
+
+
+class BuildStage(StageBase):
+    build_key: str | None = None
+    cache_hit: bool = False
+    command: list[str] = Field(default_factory=list)
+    compiler_output: str = Field(default="", description="nvcc/ptxas messages, trimmed")
+    errors: list[str] = Field(default_factory=list, description="first compiler errors, verbatim")
+    resources: list[KernelResources] = Field(default_factory=list)
+    warnings: list[CompilerWarning] = Field(default_factory=list)
+    library_path: str | None = None
+    ptx_path: str | None = None
+    cubin_path: str | None = None
+    toolchain: str | None = None
+
+
+class StaticStage(StageBase):
+    required_family: str | None = None
+    required_present: bool = False
+    families: dict[str, int] = Field(default_factory=dict)
+    opcodes: dict[str, int] = Field(default_factory=dict)
+    kernels: dict[str, dict[str, int]] = Field(default_factory=dict, description="kernel -> opcode counts")
+    sass_path: str | None = None
+
+
+class Trial(_Model):
+    seed: int
+    passed: bool
+    fresh_addresses: bool = Field(default=False, description="the extra trial that catches cached results")
+    outputs: dict[str, OutputCheck] = Field(default_factory=dict)
+
+
+class OutputCheck(_Model):
+    name: str
+    passed: bool
+    reason: str = ""
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    matched_ratio: float | None = None
+    worst_index: list[int] | None = None
+    worst_value: float | None = None
+    worst_expected: float | None = None
+
+
+class CorrectnessStage(StageBase):
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    trials: list[Trial] = Field(default_factory=list)
+
+
+class DynamicStage(StageBase):
+    tool: str | None = None
+    workload_axes: dict[str, int] = Field(default_factory=dict)
+    kernels: list[str] = Field(default_factory=list)
+    executed_families: dict[str, int] = Field(default_factory=dict, description="family -> predicate-true threads")
+    executed_opcodes: dict[str, int] = Field(default_factory=dict)
+    required_executed: bool = False
+    tensor_flops: float | None = None
+    task_flops: float | None = None
+    tensor_share: float | None = None
+
+
+class TimingStats(_Model):
+    name: str
+    median_ms: float
+    p25_ms: float
+    p75_ms: float
+    min_ms: float
+    max_ms: float
+    iterations: int
+    kernels: list[str] = Field(default_factory=list)
+
+
+class TimingStage(StageBase):
+    method: Literal["cupti", "events"] | None = None
+    warmup: int = 10
+    iterations: int = 50
+    l2_flush_bytes: int | None = None
+    candidate: TimingStats | None = None
+    baselines: list[TimingStats] = Field(default_factory=list)
+    speedup: float | None = Field(default=None, description="primary baseline median / candidate median")
+    tflops: float | None = None
+    speed_of_light_ms: float | None = None
+    faster_than_light: bool = False
+
+
+class Stages(_Model):
+    build: BuildStage = Field(default_factory=BuildStage)
+    static: StaticStage = Field(default_factory=StaticStage)
+    correctness: CorrectnessStage = Field(default_factory=CorrectnessStage)
+    dynamic: DynamicStage = Field(default_factory=DynamicStage)
+    timing: TimingStage = Field(default_factory=TimingStage)
+
+    def in_order(self) -> list[tuple[str, StageBase]]:
+        return [(name, getattr(self, name)) for name in ("build", "static", "correctness", "dynamic", "timing")]
+
+
+class EvalResult(_Model):
+    schema_version: int = SCHEMA_VERSION
+    status: Status = Status.not_run
+    message: str = ""
+    task: str
+    target: str
+    workload_uuid: str | None = None
+    workload_axes: dict[str, int] = Field(default_factory=dict)
+    executor: str
+    source_sha256: str
+    device: str | None = None
+    stages: Stages = Field(default_factory=Stages)
+    started_at: float | None = None
+    duration_s: float | None = None
+
+    def stages_that_ran(self) -> list[tuple[str, StageBase]]:
+        return [(name, stage) for name, stage in self.stages.in_order() if stage.status != Status.not_run]
+
+    @property
+    def all_ran_passed(self) -> bool:
+        ran = self.stages_that_ran()
+        return bool(ran) and all(stage.status == Status.passed for _, stage in ran)
+
+
+Trial.model_rebuild()

@@ -1,0 +1,119 @@
+"""The append-only session file: write one fsync'd line per event; read back whatever is whole."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from pydantic import ValidationError
+
+from workbench.errors import UserError
+from workbench.session.events import EVENT_ADAPTER, Event, SessionStart
+
+
+class SessionWriter:
+    """Appends events to a session file; each line is flushed and fsync'd before `append` returns."""
+
+    def __init__(self, path: Path, start: SessionStart) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # "x": never overwrite a session someone made.
+        try:
+            self._file = open(path, "x", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        except FileExistsError:
+            raise UserError(f"{path}: a session file already exists there") from None
+        self.append(start)
+
+    def append(self, event: Event) -> None:
+        line = EVENT_ADAPTER.dump_json(event).decode("utf-8")
+        self._file.write(line + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> SessionWriter:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+@dataclass
+class SessionRead:
+    path: Path
+    events: list[Event]
+    dropped_bytes: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def start(self) -> SessionStart:
+        first = self.events[0] if self.events else None
+        if not isinstance(first, SessionStart):
+            raise UserError(f"{self.path}: not a session file (no session_start line)")
+        return first
+
+    def turns(self) -> list[int]:
+        return sorted({e.turn for e in self.events if e.turn is not None})
+
+
+def read_session(path: Path) -> SessionRead:
+    """Read every whole event; a line cut short by a crash, and anything after it, is dropped and reported."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    events: list[Event] = []
+    problems: list[str] = []
+    offset = 0
+    number = 0
+    while offset < len(data):
+        end = data.find(b"\n", offset)
+        if end < 0:
+            problems.append(f"line {number + 1} is incomplete ({len(data) - offset} bytes): dropped")
+            break
+        number += 1
+        raw = data[offset:end]
+        try:
+            events.append(EVENT_ADAPTER.validate_json(raw))
+        except (ValidationError, ValueError) as exc:
+            if data.find(b"\n", end + 1) < 0 and not data[end + 1 :].strip():
+                # The last line: a write cut short leaves garbage; keep what came before.
+                problems.append(f"line {number} is damaged: dropped")
+                break
+            reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            raise UserError(f"{path}:{number}: not a session event ({reason})") from None
+        offset = end + 1
+    if events and not isinstance(events[0], SessionStart):
+        raise UserError(f"{path}: first line is not a session_start event")
+    return SessionRead(path, events, len(data) - offset, problems)
+
+
+def fork_session(source: Path, turn: int, destination: Path, session_id: str, model: str | None = None) -> Path:
+    """Copy a session through turn `turn` into a new file whose start names its parent and fork turn."""
+    read = read_session(source)
+    start = read.start
+    if turn < 0 or (read.turns() and turn > max(read.turns())):
+        raise UserError(f"{source}: no turn {turn} to fork at (turns: {read.turns() or 'none'})")
+    new_start = start.model_copy(
+        update={
+            "session_id": session_id,
+            "parent_session": start.session_id,
+            "fork_turn": turn,
+            "model": model or start.model,
+        }
+    )
+    with SessionWriter(destination, new_start) as writer:
+        for event in read.events[1:]:
+            # Turns up to the fork, and session-level messages (the system prompt) before them.
+            in_turn = event.turn is not None and event.turn <= turn
+            if in_turn or (event.turn is None and event.type == "message"):
+                writer.append(event)
+    return destination

@@ -1,0 +1,170 @@
+"""Load task definitions, workloads and the workbench sidecar; resolve a task by name or path."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from workbench.errors import UserError
+from workbench.paths import tasks_dir
+from workbench.tasks import cost
+from workbench.tasks.devices import DEVICES, speed_of_light_ms
+from workbench.tasks.models import Definition, Sidecar, TaskFacts, Workload, WorkloadRow
+
+SIDECAR = "workbench.json"
+M = TypeVar("M", bound=BaseModel)
+
+
+def _describe(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"field {where}: {first['msg']}{more}"
+
+
+def _read_json(path: Path) -> object:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+
+
+def _validate(model: type[M], data: object, where: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(f"{where}: {_describe(exc)}") from None
+
+
+def load_definition(path: Path) -> Definition:
+    return _validate(Definition, _read_json(path), str(path))
+
+
+def load_workloads(path: Path, definition: Definition) -> list[Workload]:
+    """Read a FlashInfer-Trace workloads JSONL file, keeping the rows for this definition."""
+    workloads: list[Workload] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{number}: malformed JSON: {exc.msg}") from None
+        row = _validate(WorkloadRow, data, f"{path}:{number}")
+        if row.definition != definition.name:
+            continue
+        try:
+            definition.axis_values(row.workload.axes)
+        except ValueError as exc:
+            raise UserError(f"{path}:{number}: {exc}") from None
+        workloads.append(row.workload)
+    return workloads
+
+
+def infer_facts(definition: Definition) -> TaskFacts | None:
+    """Facts for a definition from outside the catalogue; only the GEMM shape is recognised."""
+    if definition.op_type == "gemm" and {"M", "N", "K"} <= set(definition.axes):
+        return TaskFacts(family="gemm", baseline="cublas")
+    return None
+
+
+@dataclass
+class Task:
+    definition: Definition
+    facts: TaskFacts | None
+    workloads: list[Workload] = field(default_factory=list)
+    source: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def workload(self, key: str | None = None) -> Workload:
+        """A workload by uuid (or its first 8 characters); the headline one, or the first, by default."""
+        if not self.workloads:
+            raise UserError(f"task {self.name} has no workloads")
+        if key is None:
+            key = self.facts.headline_workload if self.facts and self.facts.headline_workload else None
+            if key is None:
+                return self.workloads[0]
+        matches = [w for w in self.workloads if w.uuid == key or w.uuid.startswith(key)]
+        if len(matches) != 1:
+            raise UserError(f"task {self.name}: no single workload matches {key!r}")
+        return matches[0]
+
+    def seed(self, workload: Workload) -> int:
+        if self.facts and workload.uuid in self.facts.seeds:
+            return self.facts.seeds[workload.uuid]
+        return int(workload.uuid.replace("-", "")[:8], 16)
+
+    def flops(self, workload: Workload) -> float | None:
+        return cost.flops(self.definition, self.facts, workload.axes) if self.facts else None
+
+    def min_bytes(self, workload: Workload) -> float:
+        return cost.min_bytes(self.definition, workload.axes)
+
+    def speed_of_light_ms(self, workload: Workload) -> dict[str, float]:
+        work = self.flops(workload)
+        if work is None:
+            return {}
+        moved = self.min_bytes(workload)
+        return {key: speed_of_light_ms(work, moved, device) for key, device in DEVICES.items()}
+
+
+@dataclass
+class Catalogue:
+    root: Path
+    tasks: dict[str, Task]
+
+    @classmethod
+    def load(cls, root: Path | None = None) -> Catalogue:
+        root = root or tasks_dir()
+        sidecar = _validate(Sidecar, _read_json(root / SIDECAR), str(root / SIDECAR))
+        tasks: dict[str, Task] = {}
+        for path in sorted((root / "definitions").glob("*.json")):
+            definition = load_definition(path)
+            if definition.name != path.stem:
+                raise UserError(f"{path}: field name: {definition.name!r} differs from the file name")
+            facts = sidecar.tasks.get(definition.name)
+            if facts is None:
+                raise UserError(f"{root / SIDECAR}: no entry for task {definition.name}")
+            workloads_path = root / "workloads" / f"{definition.name}.jsonl"
+            workloads = load_workloads(workloads_path, definition) if workloads_path.exists() else []
+            tasks[definition.name] = Task(definition, facts, workloads, path)
+        unknown = set(sidecar.tasks) - set(tasks)
+        if unknown:
+            raise UserError(f"{root / SIDECAR}: entries for missing definitions: {', '.join(sorted(unknown))}")
+        return cls(root, tasks)
+
+    def get(self, name: str) -> Task:
+        try:
+            return self.tasks[name]
+        except KeyError:
+            close = [n for n in self.tasks if name in n][:3]
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise UserError(f"unknown task {name!r}{hint}; `ptxwb tasks` lists them") from None
+
+
+def resolve_task(name_or_path: str, catalogue: Catalogue | None = None) -> Task:
+    """A catalogue task by name, or a Definition JSON file (with workloads beside it, if any)."""
+    if name_or_path.endswith(".json") or "/" in name_or_path:
+        path = Path(name_or_path)
+        definition = load_definition(path)
+        workloads_path = path.parent.parent / "workloads" / f"{definition.name}.jsonl"
+        workloads = load_workloads(workloads_path, definition) if workloads_path.exists() else []
+        return Task(definition, infer_facts(definition), workloads, path)
+    return (catalogue or Catalogue.load()).get(name_or_path)

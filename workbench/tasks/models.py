@@ -1,0 +1,192 @@
+"""FlashInfer-Trace Definition and Workload models, plus the workbench's own facts about a task.
+
+The Definition and Workload models accept the ecosystem's JSON unchanged (unknown keys are kept, so a
+file round-trips). Workbench-only facts (headline flag, baseline, tolerances, seeds) live in the
+sidecar `tasks/workbench.json`, described by `TaskFacts`.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+
+DType = Literal[
+    "float32",
+    "float16",
+    "bfloat16",
+    "float8_e4m3",
+    "float8_e5m2",
+    "float4_e2m1",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "bool",
+]
+
+DTYPE_BYTES: dict[str, float] = {
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float8_e4m3": 1,
+    "float8_e5m2": 1,
+    "float4_e2m1": 0.5,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "bool": 1,
+}
+
+
+class _Open(BaseModel):
+    # Keys this version does not know are kept, so external files load and re-save unchanged.
+    model_config = ConfigDict(extra="allow")
+
+
+class AxisConst(_Open):
+    type: Literal["const"]
+    value: PositiveInt
+    description: str | None = None
+
+
+class AxisVar(_Open):
+    type: Literal["var"]
+    parent: str | None = None
+    description: str | None = None
+
+
+Axis = Annotated[AxisConst | AxisVar, Field(discriminator="type")]
+
+
+class TensorSpec(_Open):
+    shape: list[str]
+    dtype: DType
+    description: str | None = None
+
+
+class Definition(_Open):
+    name: str = Field(min_length=1)
+    op_type: str = Field(min_length=1)
+    axes: dict[str, Axis]
+    inputs: dict[str, TensorSpec]
+    outputs: dict[str, TensorSpec]
+    reference: str
+    description: str | None = None
+    tags: list[str] | None = None
+    constraints: list[str] | None = None
+
+    @field_validator("axes", "inputs", "outputs")
+    @classmethod
+    def _not_empty(cls, value: dict) -> dict:
+        if not value:
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("reference")
+    @classmethod
+    def _reference_defines_run(cls, source: str) -> str:
+        try:
+            module = ast.parse(source)
+        except SyntaxError as exc:
+            raise ValueError(f"is not valid Python: {exc.msg} (line {exc.lineno})") from exc
+        if not any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in module.body):
+            raise ValueError("must define a top-level function `run`")
+        return source
+
+    @field_validator("constraints")
+    @classmethod
+    def _constraints_are_expressions(cls, items: list[str] | None) -> list[str] | None:
+        for item in items or []:
+            try:
+                ast.parse(item, mode="eval")
+            except SyntaxError as exc:
+                raise ValueError(f"{item!r} is not a Python expression") from exc
+        return items
+
+    @model_validator(mode="after")
+    def _shapes_name_axes(self) -> Definition:
+        for group, specs in (("inputs", self.inputs), ("outputs", self.outputs)):
+            for tensor, spec in specs.items():
+                for axis in spec.shape:
+                    if axis not in self.axes:
+                        raise ValueError(f"{group}.{tensor}.shape names unknown axis {axis!r}")
+        return self
+
+    def var_axes(self) -> list[str]:
+        return [name for name, axis in self.axes.items() if isinstance(axis, AxisVar)]
+
+    def const_axes(self) -> dict[str, int]:
+        return {name: axis.value for name, axis in self.axes.items() if isinstance(axis, AxisConst)}
+
+    def axis_values(self, var_values: dict[str, int]) -> dict[str, int]:
+        missing = [name for name in self.var_axes() if name not in var_values]
+        if missing:
+            raise ValueError(f"workload gives no value for variable axis {', '.join(missing)}")
+        return {**self.const_axes(), **{k: v for k, v in var_values.items() if k in self.axes}}
+
+    def shapes(self, var_values: dict[str, int], which: Literal["inputs", "outputs"]) -> dict[str, list[int]]:
+        values = self.axis_values(var_values)
+        specs = self.inputs if which == "inputs" else self.outputs
+        return {name: [values[a] for a in spec.shape] for name, spec in specs.items()}
+
+
+class RandomInput(_Open):
+    type: Literal["random"]
+
+
+class ScalarInput(_Open):
+    type: Literal["scalar"]
+    value: int | float | bool
+
+
+class SafetensorsInput(_Open):
+    type: Literal["safetensors"]
+    path: str
+    tensor_key: str
+
+
+InputSpec = Annotated[RandomInput | ScalarInput | SafetensorsInput, Field(discriminator="type")]
+
+
+class Workload(_Open):
+    uuid: str = Field(min_length=1)
+    axes: dict[str, Annotated[int, Field(ge=0)]]
+    inputs: dict[str, InputSpec]
+
+
+class WorkloadRow(_Open):
+    """One line of a FlashInfer-Trace workloads JSONL file (a Trace with only the workload set)."""
+
+    definition: str
+    workload: Workload
+    solution: object | None = None
+    evaluation: object | None = None
+
+
+class TaskFacts(BaseModel):
+    """What the workbench knows about a task beyond the Definition (the sidecar's entry)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    family: Literal["gemm", "attention_forward", "attention_backward"]
+    causal: bool = False
+    headline: bool = False
+    headline_workload: str | None = None
+    baseline: Literal["cublas", "cudnn_sdpa", "cudnn_sdpa_backward"]
+    derived_inputs: list[str] = Field(
+        default_factory=list,
+        description="inputs computed by the forward reference from the random ones (O and LSE of a backward task)",
+    )
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    seeds: dict[str, int] = Field(default_factory=dict, description="workload uuid -> base seed")
+
+
+class Sidecar(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1]
+    tasks: dict[str, TaskFacts]
