@@ -115,6 +115,10 @@ class Definition(_Open):
                         raise ValueError(f"{group}.{tensor}.shape names unknown axis {axis!r}")
         return self
 
+    def to_trace_json(self) -> dict:
+        """The definition as FlashInfer-Trace JSON: the keys it was given, nothing added."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
     def var_axes(self) -> list[str]:
         return [name for name, axis in self.axes.items() if isinstance(axis, AxisVar)]
 
