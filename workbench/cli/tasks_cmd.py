@@ -10,6 +10,8 @@ from rich.table import Table
 from workbench.cli.output import console, fmt_bytes, fmt_flops, print_json
 from workbench.tasks import Catalogue, Task, resolve_task
 
+_SHORT_FAMILY = {"gemm": "gemm", "attention_forward": "attn fwd", "attention_backward": "attn bwd"}
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -63,12 +65,14 @@ def tasks(as_json: JsonOpt = False) -> None:
     if as_json:
         print_json(rows)
         return
-    table = Table(title=f"{len(rows)} tasks", title_justify="left")
-    for column in ("task", "family", "baseline", "workloads", "headline"):
+    table = Table(title=f"{len(rows)} tasks (★ headline: the paper's benchmark)", title_justify="left")
+    table.add_column("task", no_wrap=True)
+    for column in ("family", "causal", "baseline", "workloads", "★"):
         table.add_column(column)
     for row in rows:
-        family = row["family"] + (" (causal)" if row["causal"] else "")
-        table.add_row(row["name"], family, row["baseline"], str(row["workloads"]), "★" if row["headline"] else "")
+        family = _SHORT_FAMILY.get(row["family"], row["family"] or "?")
+        table.add_row(row["name"], family, "yes" if row["causal"] else "", row["baseline"] or "?",
+                      str(row["workloads"]), "★" if row["headline"] else "")
     console().print(table)
 
 

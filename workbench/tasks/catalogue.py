@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -75,6 +76,11 @@ def load_workloads(path: Path, definition: Definition) -> list[Workload]:
     return workloads
 
 
+def _natural(path: Path) -> list[object]:
+    # gemm_n256 before gemm_n2048: numbers compare as numbers.
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.stem)]
+
+
 def infer_facts(definition: Definition) -> TaskFacts | None:
     """Facts for a definition from outside the catalogue; only the GEMM shape is recognised."""
     if definition.op_type == "gemm" and {"M", "N", "K"} <= set(definition.axes):
@@ -135,7 +141,7 @@ class Catalogue:
         root = root or tasks_dir()
         sidecar = _validate(Sidecar, _read_json(root / SIDECAR), str(root / SIDECAR))
         tasks: dict[str, Task] = {}
-        for path in sorted((root / "definitions").glob("*.json")):
+        for path in sorted((root / "definitions").glob("*.json"), key=_natural):
             definition = load_definition(path)
             if definition.name != path.stem:
                 raise UserError(f"{path}: field name: {definition.name!r} differs from the file name")
