@@ -1,0 +1,63 @@
+"""Find the candidate kernel in a model's answer: the last complete fenced CUDA block."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ACCEPTED_TAGS = frozenset({"cuda", "cu", "cpp", "c++", ""})
+_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
+_EXPORT = "TVM_FFI_DLL_EXPORT_TYPED_FUNC"
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    tag: str
+    code: str
+
+
+def fenced_blocks(text: str) -> list[CodeBlock]:
+    """Every closed fenced block, in order; a block left open at the end (a cut answer) is not returned."""
+    blocks: list[CodeBlock] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        opening = _FENCE.match(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        fence = opening["fence"]
+        tag = opening["info"].strip().split(" ")[0].lower() if opening["info"].strip() else ""
+        body: list[str] = []
+        j = i + 1
+        while j < len(lines):
+            closing = _FENCE.match(lines[j])
+            if (
+                closing
+                and closing["fence"][0] == fence[0]
+                and len(closing["fence"]) >= len(fence)
+                and not closing["info"].strip()
+            ):
+                break
+            body.append(lines[j])
+            j += 1
+        if j == len(lines):
+            break
+        blocks.append(CodeBlock(tag, "\n".join(body) + "\n"))
+        i = j + 1
+    return blocks
+
+
+def extract_kernel(text: str) -> str | None:
+    """The candidate source, or None when the answer has no usable block.
+
+    Among complete blocks tagged cuda, cu, cpp, c++ or untagged, the last one that exports `run` wins;
+    failing that the last one with a `__global__` kernel; failing that the last non-empty one (so an
+    untagged shell line after the kernel does not replace it).
+    """
+    accepted = [b.code for b in fenced_blocks(text) if b.tag in ACCEPTED_TAGS and b.code.strip()]
+    for marker in (_EXPORT, "__global__"):
+        with_marker = [code for code in accepted if marker in code]
+        if with_marker:
+            return with_marker[-1]
+    return accepted[-1] if accepted else None

@@ -1,0 +1,76 @@
+"""Models that serve answers someone already wrote: `scripted:FILE` and `replay:SESSION`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from workbench.agent.models.base import Author, ChatMessage, ModelExhausted, OnDelta, OnRetry, Reply
+from workbench.errors import UserError
+from workbench.session.events import Message
+from workbench.session.log import read_session
+
+
+class _Recorded:
+    author: Author
+
+    def __init__(self, name: str, replies: list[Reply]) -> None:
+        self.name = name
+        self._replies = replies
+        self._served = 0
+
+    def settings(self) -> dict[str, object]:
+        return {"messages": len(self._replies)}
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        on_delta: OnDelta | None = None,
+        on_retry: OnRetry | None = None,
+    ) -> Reply:
+        if self._served >= len(self._replies):
+            raise ModelExhausted(f"{self.name}: all {len(self._replies)} recorded answers were served")
+        reply = self._replies[self._served]
+        self._served += 1
+        if on_delta is not None:
+            on_delta(reply.content)
+        return reply
+
+
+class ScriptedModel(_Recorded):
+    """`scripted:FILE`: a JSON list of assistant messages (strings), served in order. For tests and demos."""
+
+    author: Author = "scripted"
+
+    def __init__(self, path: Path) -> None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UserError(f"{path}: no such file") from None
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        try:
+            texts = TypeAdapter(list[str]).validate_python(data)
+        except ValidationError:
+            raise UserError(f"{path}: expected a JSON list of strings (the assistant messages)") from None
+        if not texts:
+            raise UserError(f"{path}: the script holds no messages")
+        super().__init__(f"scripted:{path}", [Reply(content=t) for t in texts])
+
+
+class ReplayModel(_Recorded):
+    """`replay:SESSION`: a recorded session's assistant messages, in order, exactly as recorded."""
+
+    author: Author = "replay"
+
+    def __init__(self, path: Path) -> None:
+        read = read_session(path)
+        answers = [e for e in read.events if isinstance(e, Message) and e.role == "assistant"]
+        if not answers:
+            raise UserError(f"{path}: the session holds no assistant messages to replay")
+        # The text and the tokens as recorded; a replay costs nothing and takes no time.
+        replies = [Reply(content=m.content, usage=m.usage) for m in answers]
+        super().__init__(f"replay:{path}", replies)

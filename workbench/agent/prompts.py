@@ -1,0 +1,111 @@
+"""The system prompt and the first user message, rendered from the template files beside this module."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from string import Template
+
+from workbench.agent.config import AgentConfig
+from workbench.knowledge import load_pack
+from workbench.tasks import Task
+from workbench.tasks.targets import Target
+
+REQUIRED_WHAT = {
+    "GMMA": "`wgmma.mma_async`, SASS HGMMA/QGMMA/IGMMA",
+    "TCGEN05_MMA": "`tcgen05.mma`, SASS UTCHMMA/UTCQMMA/UTCIMMA/UTCOMMA",
+}
+BASELINES = {
+    "cublas": "cuBLAS through torch.matmul",
+    "cudnn_sdpa": "cuDNN scaled-dot-product attention",
+    "cudnn_sdpa_backward": "cuDNN scaled-dot-product attention backward",
+}
+
+
+@cache
+def template(name: str) -> str:
+    """A template file's text (`templates/<name>`)."""
+    return resources.files("workbench.agent").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def render(template_name: str, **values: object) -> str:
+    return Template(template(template_name)).substitute({k: str(v) for k, v in values.items()}).strip() + "\n"
+
+
+@dataclass(frozen=True)
+class Prompts:
+    system: str
+    task: str
+    pack_id: str | None
+    pack_hash: str | None
+
+
+def target_values(target: Target) -> dict[str, object]:
+    return {
+        "target_name": target.name,
+        "target_title": target.description.split(":")[0],
+        "sm": target.sm,
+        "gencode": target.gencode,
+        "required_family": target.required_family,
+        "required_what": REQUIRED_WHAT.get(target.required_family, target.required_family),
+    }
+
+
+def system_prompt(task: Task, target: Target, config: AgentConfig) -> tuple[str, str | None, str | None]:
+    """Fixed instructions + the target's knowledge pack (unless `config.pack` is off) + the ABI example."""
+    baseline = BASELINES.get(task.facts.baseline, task.facts.baseline) if task.facts else "the vendor library"
+    parts = [render("system.md", baseline=baseline, turns=config.turns, **target_values(target))]
+    pack_id = pack_hash = None
+    if config.pack:
+        pack = load_pack(target.name, config.pack_variant)
+        parts.append(pack.prompt_text())
+        pack_id, pack_hash = pack.pack_id(), pack.sha256()
+    parts.append(template("abi_example.md"))
+    return "\n".join(parts), pack_id, pack_hash
+
+
+def _flops(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    return f"{value / 1e12:.3f} TFLOP" if value >= 1e9 else f"{value:.0f} FLOP"
+
+
+def task_prompt(task: Task, target: Target, config: AgentConfig) -> str:
+    """The task definition JSON plus the target and workload facts."""
+    definition = task.definition
+    workload = task.workload(config.workload)
+    axes = definition.axis_values(workload.axes)
+    shapes_in = definition.shapes(workload.axes, "inputs")
+    shapes_out = definition.shapes(workload.axes, "outputs")
+    facts = task.facts
+    baseline = BASELINES.get(facts.baseline, facts.baseline) if facts else "none known"
+
+    def fmt(shapes: dict[str, list[int]]) -> str:
+        return ", ".join(f"{name} {list(shape)}" for name, shape in shapes.items())
+
+    return render(
+        "task.md",
+        name=definition.name,
+        description=definition.description or "",
+        definition=json.dumps(definition.model_dump(mode="json", exclude_none=True), indent=2),
+        signature=", ".join([*definition.inputs, *definition.outputs]),
+        workload_axes=", ".join(f"{k}={v}" for k, v in axes.items()),
+        input_shapes=fmt(shapes_in),
+        output_shapes=fmt(shapes_out),
+        flops=_flops(task.flops(workload)),
+        baseline=baseline,
+        atol=facts.atol if facts else 1e-2,
+        rtol=facts.rtol if facts else 1e-2,
+        target_speedup=f"{config.target_speedup:g}",
+        turns=config.turns,
+        **target_values(target),
+    )
+
+
+def build(task: Task, target: Target, config: AgentConfig) -> Prompts:
+    system, pack_id, pack_hash = system_prompt(task, target, config)
+    return Prompts(
+        system=system, task=task_prompt(task, target, config), pack_id=pack_id, pack_hash=pack_hash
+    )
