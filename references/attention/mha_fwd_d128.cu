@@ -1,0 +1,415 @@
+// Attention forward, head dim 128, plain or causal (tasks mha_with_lse_d128, mha_with_lse_d128_causal).
+//
+// O = softmax(Q K^T / sqrt(128)) V and LSE = logsumexp of the scaled scores (natural log), for
+// Q, K, V, O [B, H, S, 128] bf16 and LSE [B, H, S] fp32. FlashAttention-3 style on Hopper:
+//  * one CTA per 128 query rows of one (batch, head); three warpgroups: warpgroup 0 is the producer
+//    (one thread drives TMA: Q once, then K and V blocks of 128 keys through a 2-stage mbarrier
+//    pipeline with separate K and V barriers), warpgroups 1 and 2 each own 64 query rows;
+//  * S = Q K^T with wgmma m64n128k16 (both operands from shared memory, K-major);
+//  * online softmax in registers (exp2 with the scale folded in, row max over the 4-thread quad,
+//    row sums kept per thread and reduced once at the end);
+//  * P never touches shared memory: the S accumulator fragment of 16 keys is exactly the register
+//    A-fragment of a k16 wgmma, so O += P V is wgmma m64n128k16 with A = P in registers ("RS") and
+//    B = V read transposed (MN-major, D contiguous) from shared memory;
+//  * the PV wgmma of block j and the QK^T wgmma of block j+1 are issued back to back, so the
+//    tensor cores get two GEMMs per softmax; the two consumer warpgroups interleave on the SM.
+// Causal: a CTA visits key blocks from its diagonal block (the only masked one) down to block 0;
+// CTAs are launched heaviest first.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/extra/c_env_api.h>
+#include <tvm/ffi/function.h>
+
+#define ATTN_CAUSAL false  // this file is the plain variant
+
+#ifndef ATTN_V_LBO
+#define ATTN_V_LBO 16384  // MN-major V: byte stride between the two 64-column halves of D
+#endif
+#ifndef ATTN_V_SBO
+#define ATTN_V_SBO 1024   // MN-major V: byte stride between groups of 8 keys
+#endif
+
+namespace {
+
+constexpr int D = 128;
+constexpr int BM = 128;  // query rows per CTA (64 per consumer warpgroup)
+constexpr int BN = 128;  // keys per block
+constexpr int STAGES = 2;
+constexpr int THREADS = 384;
+constexpr uint32_t HALF_BYTES = 128 * 128;        // [128 rows x 64 cols] bf16 box (one D half)
+constexpr uint32_t TILE_BYTES = 2 * HALF_BYTES;   // 128 rows x 128 cols
+constexpr int SMEM_BYTES = TILE_BYTES * (1 + 2 * STAGES) + 16 * 8 + 1024;
+
+// ---- Hopper building blocks (PTX) -------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
+}
+// Arrive once and add `bytes` to the transaction count the current phase waits for.
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// Spin until the phase with the given parity has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WAIT_LOOP:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_LOOP;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// 2-D tile load global -> shared through the tensor-memory accelerator, completing on `bar`.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// Shared-memory matrix descriptor for wgmma, 128-byte swizzle (the layout TMA writes with
+// CU_TENSOR_MAP_SWIZZLE_128B). lbo/sbo in bytes.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accesses of accumulator registers across wgmma issue/wait.
+template <int R>
+__device__ __forceinline__ void fence_regs(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// D[64x128] (+)= A[64x16] (smem desc) * B[16x128] (smem desc); tb selects a transposed (MN-major) B.
+template <int TB>
+__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, %67;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(scale_d), "n"(TB));
+}
+
+// D[64x128] (+)= A[64x16] (registers, bf16x2) * B[16x128] (smem desc); tb selects a transposed (MN-major) B.
+template <int TB>
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
+}
+
+}  // namespace
+
+// ---- host side: tensor maps through the driver entry point (no -lcuda symbol needed) ----------
+static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+    TVM_FFI_CHECK(e == cudaSuccess && q == cudaDriverEntryPointSuccess && p != nullptr, RuntimeError)
+        << "cuTensorMapEncodeTiled not available";
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// Row-major bf16 matrix [rows, cols] seen as a 2-D tensor map with a box of box_rows x box_cols
+// (box_cols * 2 bytes must be 128 for the 128-byte swizzle).
+static CUtensorMap make_map_2d(const void* base, uint64_t rows, uint64_t cols, uint64_t row_stride_elems,
+                               uint32_t box_rows, uint32_t box_cols) {
+  CUtensorMap map;
+  cuuint64_t dims[2] = {cols, rows};
+  cuuint64_t strides[1] = {row_stride_elems * 2};
+  cuuint32_t box[2] = {box_cols, box_rows};
+  cuuint32_t estr[2] = {1, 1};
+  CUresult r = encode_tiled_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+                                 estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  TVM_FFI_CHECK(r == CUDA_SUCCESS, RuntimeError) << "cuTensorMapEncodeTiled failed: " << static_cast<int>(r);
+  return map;
+}
+
+namespace {
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+template <bool CAUSAL>
+__global__ void __launch_bounds__(THREADS, 1)
+    attn_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+             const __grid_constant__ CUtensorMap map_v, __nv_bfloat16* __restrict__ O, float* __restrict__ LSE, int S,
+             float scale_log2) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t s_q = raw + ((1024 - (raw & 1023)) & 1023);
+  const uint32_t s_k = s_q + TILE_BYTES;
+  const uint32_t s_v = s_k + STAGES * TILE_BYTES;
+  const uint32_t bars = s_v + STAGES * TILE_BYTES;
+  const uint32_t bar_q = bars;
+  auto k_full = [&](int s) { return bars + 8 * (1 + s); };
+  auto v_full = [&](int s) { return bars + 8 * (1 + STAGES + s); };
+  auto k_empty = [&](int s) { return bars + 8 * (1 + 2 * STAGES + s); };
+  auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * STAGES + s); };
+
+  const int m_block = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // heaviest causal rows first
+  const int bh = blockIdx.y;
+  const int row_base = bh * S;  // first row of this (batch, head) in the [B*H*S, D] view
+  const int n_blocks = CAUSAL ? m_block + 1 : S / BN;
+
+  if (threadIdx.x == 0) {
+    mbar_init(bar_q, 1);
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(k_full(s), 1);
+      mbar_init(v_full(s), 1);
+      mbar_init(k_empty(s), 8);
+      mbar_init(v_empty(s), 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+    if (threadIdx.x == 0) {
+      mbar_expect_tx(bar_q, TILE_BYTES);
+      const int q_row = row_base + m_block * BM;
+      tma_load_2d(s_q, &map_q, 0, q_row, bar_q);
+      tma_load_2d(s_q + HALF_BYTES, &map_q, 64, q_row, bar_q);
+      for (int it = 0; it < n_blocks; ++it) {
+        const int st = it % STAGES;
+        const uint32_t parity = ((it / STAGES) & 1) ^ 1;
+        const int kv_row = row_base + (n_blocks - 1 - it) * BN;
+        mbar_wait(k_empty(st), parity);
+        mbar_expect_tx(k_full(st), TILE_BYTES);
+        tma_load_2d(s_k + st * TILE_BYTES, &map_k, 0, kv_row, k_full(st));
+        tma_load_2d(s_k + st * TILE_BYTES + HALF_BYTES, &map_k, 64, kv_row, k_full(st));
+        mbar_wait(v_empty(st), parity);
+        mbar_expect_tx(v_full(st), TILE_BYTES);
+        tma_load_2d(s_v + st * TILE_BYTES, &map_v, 0, kv_row, v_full(st));
+        tma_load_2d(s_v + st * TILE_BYTES + HALF_BYTES, &map_v, 64, kv_row, v_full(st));
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+  const int cw = wg - 1;
+  const int warp = (threadIdx.x / 32) & 3;
+  const int lane = threadIdx.x & 31;
+  // This thread's two query rows (fragment rows r and r + 8 of its warp's 16).
+  const int q0 = m_block * BM + cw * 64 + warp * 16 + lane / 4;
+
+  float o[64], s[64];
+  uint32_t p[8][4];
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f}, corr[2];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+
+  auto qk = [&](int st) {
+    const uint32_t a = s_q + cw * (64 * 128);
+    const uint32_t b = s_k + st * TILE_BYTES;
+    fence_regs(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t off = (kk / 4) * HALF_BYTES + (kk % 4) * 32;
+      wgmma_m64n128k16_ss<0>(s, smem_desc(a + off, 16, 1024), smem_desc(b + off, 16, 1024), kk != 0);
+    }
+    wgmma_commit();
+  };
+  auto pv = [&](int st) {
+    const uint32_t b = s_v + st * TILE_BYTES;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) o[i] *= corr[(i >> 1) & 1];
+    fence_regs(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      wgmma_m64n128k16_rs<1>(o, p[kk], smem_desc(b + kk * 16 * 128, ATTN_V_LBO, ATTN_V_SBO), 1);
+    wgmma_commit();
+  };
+  // Scores of key block kb -> probabilities in p (bf16 A fragments), running max/sum updated.
+  auto softmax = [&](int kb, bool mask) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float mx = m_run[i];
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float v = s[j * 4 + i * 2 + c] * scale_log2;
+          if (CAUSAL && mask && kb * BN + 8 * j + 2 * (lane % 4) + c > q0 + 8 * i) v = -INFINITY;
+          s[j * 4 + i * 2 + c] = v;
+          mx = fmaxf(mx, v);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+      corr[i] = ex2(m_run[i] - mx);
+      m_run[i] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float e = ex2(s[j * 4 + i * 2 + c] - mx);
+          s[j * 4 + i * 2 + c] = e;
+          sum += e;
+        }
+      l_run[i] = l_run[i] * corr[i] + sum;
+    }
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+      for (int h = 0; h < 4; ++h) p[kk][h] = pack_bf16(s[8 * kk + 2 * h], s[8 * kk + 2 * h + 1]);
+  };
+  auto release = [&](uint32_t bar) {
+    if (lane == 0) mbar_arrive(bar);
+  };
+
+  mbar_wait(bar_q, 0);
+  mbar_wait(k_full(0), 0);
+  qk(0);
+  wgmma_wait<0>();
+  fence_regs(s);
+  release(k_empty(0));
+  softmax(n_blocks - 1, true);
+
+  for (int it = 1; it < n_blocks; ++it) {
+    const int prev = (it - 1) % STAGES, st = it % STAGES;
+    mbar_wait(v_full(prev), ((it - 1) / STAGES) & 1);
+    pv(prev);
+    mbar_wait(k_full(st), (it / STAGES) & 1);
+    qk(st);
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_regs(s);
+    release(v_empty(prev));
+    release(k_empty(st));
+    softmax(n_blocks - 1 - it, false);
+  }
+  {
+    const int last = (n_blocks - 1) % STAGES;
+    mbar_wait(v_full(last), ((n_blocks - 1) / STAGES) & 1);
+    pv(last);
+    wgmma_wait<0>();
+    fence_regs(o);
+    release(v_empty(last));
+  }
+
+  // Finish: full row sums, normalise, store O and the natural-log LSE.
+  float inv[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float l = l_run[i];
+    l += __shfl_xor_sync(0xffffffff, l, 1);
+    l += __shfl_xor_sync(0xffffffff, l, 2);
+    inv[i] = 1.f / l;
+    if (lane % 4 == 0) LSE[static_cast<size_t>(row_base) + q0 + 8 * i] = (m_run[i] + __log2f(l)) * 0.69314718055994531f;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    __nv_bfloat16* dst = O + (static_cast<size_t>(row_base) + q0 + 8 * i) * D + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      *reinterpret_cast<__nv_bfloat162*>(dst + 8 * j) =
+          __floats2bfloat162_rn(o[j * 4 + i * 2] * inv[i], o[j * 4 + i * 2 + 1] * inv[i]);
+  }
+}
+
+}  // namespace
+
+namespace {
+template <bool CAUSAL>
+void launch(tvm::ffi::TensorView Q, tvm::ffi::TensorView K, tvm::ffi::TensorView V, tvm::ffi::TensorView O,
+            tvm::ffi::TensorView L) {
+  const DLDataType bf16{kDLBfloat, 16, 1}, f32{kDLFloat, 32, 1};
+  TVM_FFI_CHECK(Q.dtype() == bf16 && K.dtype() == bf16 && V.dtype() == bf16 && O.dtype() == bf16, TypeError)
+      << "Q, K, V, O must be bfloat16";
+  TVM_FFI_CHECK(L.dtype() == f32, TypeError) << "LSE must be float32";
+  TVM_FFI_CHECK(Q.ndim() == 4 && K.ndim() == 4 && V.ndim() == 4 && O.ndim() == 4 && L.ndim() == 3, ValueError)
+      << "expected Q, K, V, O [B, H, S, D] and LSE [B, H, S]";
+  const int64_t B = Q.size(0), H = Q.size(1), S = Q.size(2);
+  TVM_FFI_CHECK(Q.size(3) == D, ValueError) << "head dim must be 128";
+  TVM_FFI_CHECK(S % BM == 0, ValueError) << "S must be a multiple of 128";
+  const int64_t rows = B * H * S;
+  const CUtensorMap mq = make_map_2d(Q.data_ptr(), rows, D, D, 128, 64);
+  const CUtensorMap mk = make_map_2d(K.data_ptr(), rows, D, D, 128, 64);
+  const CUtensorMap mv = make_map_2d(V.data_ptr(), rows, D, D, 128, 64);
+  cudaStream_t stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, Q.device().device_id));
+  static const bool ready = [] {
+    return cudaFuncSetAttribute(attn_fwd<CAUSAL>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES) ==
+           cudaSuccess;
+  }();
+  TVM_FFI_CHECK(ready, RuntimeError) << "cannot raise the shared-memory limit";
+  const dim3 grid(static_cast<unsigned>(S / BM), static_cast<unsigned>(B * H));
+  const float scale_log2 = 1.4426950408889634f / sqrtf(static_cast<float>(D));
+  attn_fwd<CAUSAL><<<grid, THREADS, SMEM_BYTES, stream>>>(mq, mk, mv, static_cast<__nv_bfloat16*>(O.data_ptr()),
+                                                          static_cast<float*>(L.data_ptr()), static_cast<int>(S),
+                                                          scale_log2);
+  cudaError_t err = cudaGetLastError();
+  TVM_FFI_CHECK(err == cudaSuccess, RuntimeError) << "launch failed: " << cudaGetErrorString(err);
+}
+}  // namespace
+
+void run(tvm::ffi::TensorView Q, tvm::ffi::TensorView K, tvm::ffi::TensorView V, tvm::ffi::TensorView O,
+         tvm::ffi::TensorView LSE) {
+  launch<ATTN_CAUSAL>(Q, K, V, O, LSE);
+}
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, run);
