@@ -61,3 +61,91 @@ def show(
     out.print(f"ended: {summary['end'] or 'no end event (still running, or cut short)'}")
     for problem in read.problems:
         out.print(f"[yellow]{problem}[/yellow]")
+
+
+@app.command("fork")
+def fork(
+    path: Annotated[Path, typer.Argument(help="The session .jsonl file to continue.")],
+    turn: Annotated[int, typer.Option("--turn", help="Keep turns up to and including N; continue from N+1.")],
+    model: Annotated[
+        str,
+        typer.Option("--model", help="A litellm model string, `human`, `replay:SESSION` or `scripted:FILE`."),
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="The new session file (default: beside the parent).")
+    ] = None,
+    executor: Annotated[
+        str | None, typer.Option("--executor", help="Default: the parent's executor.")
+    ] = None,
+    turns: Annotated[
+        int | None, typer.Option("--turns", help="Turn limit of the fork (default: the parent's).")
+    ] = None,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL.")] = None,
+) -> None:
+    """Fork a session at turn N and continue it with MODEL (headless); the parent is left as it was."""
+    import asyncio
+    import time
+
+    from rich.console import Console
+
+    from workbench.agent.config import AgentConfig
+    from workbench.agent.loop import MiniPTXAgent
+    from workbench.cli.run_cmd import agent_config, build_model, drive_headless, finish
+    from workbench.evaluate.executors import make_executor
+
+    parent = read_session(path)
+    settings = {k: v for k, v in parent.start.settings.items() if k in AgentConfig.model_fields}
+    if turns is not None:
+        settings["turns"] = turns
+    executor_spec = executor or str(parent.start.settings.get("executor", "static"))
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    out = out or path.with_name(f"{path.stem}.fork{turn}-{stamp}.jsonl")
+    agent = MiniPTXAgent.continue_from(
+        parent,
+        turn,
+        model=build_model(model, api_base, None, None),
+        executor=make_executor(executor_spec),
+        out=out,
+        config=agent_config(**settings),
+    )
+    console = Console(highlight=False)
+    end = asyncio.run(drive_headless(agent, console, spinner=model != "human" and console.is_terminal))
+    finish(end, out, console)
+
+
+@app.command("export")
+def export(
+    path: Annotated[Path, typer.Argument(help="A session .jsonl file.")],
+    fmt: Annotated[
+        str, typer.Option("--format", help="mini-swe-agent (the trajectory JSON PTXBench writes).")
+    ] = "mini-swe-agent",
+    out: Annotated[Path | None, typer.Option("--out", help="Default: SESSION.traj.json beside it.")] = None,
+) -> None:
+    """Export a session as a mini-swe-agent trajectory (`info`, `messages` with `extra`, exit message)."""
+    from workbench.errors import UserError
+    from workbench.session.interop import export_trajectory
+
+    if fmt != "mini-swe-agent":
+        raise UserError(f"unknown export format {fmt!r}; the one format is mini-swe-agent")
+    written = export_trajectory(read_session(path), out or path.with_suffix(".traj.json"))
+    print(written)
+
+
+@app.command("import")
+def import_(
+    path: Annotated[Path, typer.Argument(help="A mini-swe-agent trajectory JSON file.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Default: the trajectory's name with .jsonl.")
+    ] = None,
+    task: Annotated[
+        str | None, typer.Option("--task", help="For a trajectory not exported by ptxwb.")
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option("--target", help="For a trajectory not exported by ptxwb.")
+    ] = None,
+) -> None:
+    """Import a mini-swe-agent trajectory as a session file (exactly, when ptxwb exported it)."""
+    from workbench.session.interop import import_trajectory
+
+    default = path.with_name(path.name.removesuffix(".json").removesuffix(".traj") + ".jsonl")
+    print(import_trajectory(path, out or default, task=task, target=target))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 from workbench.agent.models.base import Author, ChatMessage, ModelError, OnDelta, OnRetry, Reply, RetryNotice
 from workbench.agent.secrets import redact
 from workbench.session.events import Usage
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|CREDENTIALS")
 
 
 def _litellm() -> Any:
@@ -100,6 +103,7 @@ class LitellmModel:
         on_retry: OnRetry | None = None,
     ) -> Reply:
         litellm = _litellm()
+        self._check_credentials(litellm)
         fatal, retryable = _fatal_errors(litellm), _retryable_errors(litellm)
         payload = [m.model_dump() for m in messages]
         for attempt in range(1, self.retries + 2):
@@ -115,6 +119,13 @@ class LitellmModel:
                     on_retry(RetryNotice(attempt=attempt, delay_s=delay, error=_describe(exc)))
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _check_credentials(self, litellm: Any) -> None:
+        """Fail at once without a key: the provider SDK's error for it would look retryable."""
+        found = litellm.validate_environment(model=self.name, api_base=self.api_base)
+        missing = [name for name in found.get("missing_keys", []) if _SECRET_NAME.search(name)]
+        if missing:
+            raise ModelError(f"no credentials for {self.name}: set {' or '.join(missing)} in the environment")
 
     async def _once(self, litellm: Any, payload: list[dict[str, str]], on_delta: OnDelta | None) -> Reply:
         options: dict[str, Any] = {

@@ -1,0 +1,38 @@
+"""Shared pieces of the agent tests: real kernels, model answers around them, a build cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+KERNELS = Path(__file__).resolve().parent / "data" / "kernels"
+CANARY_KEY = "sk-canary-7f3a9c1e5b2d4f60"
+
+
+def simt_kernel() -> str:
+    """Builds for sm_90a, but SIMT only: the static tier reports the GMMA family missing."""
+    return (KERNELS / "abi_example.cu").read_text()
+
+
+def wgmma_kernel() -> str:
+    """wgmma.mma_async: passes build and static."""
+    return (KERNELS / "wgmma_gemm.cu").read_text()
+
+
+def broken_kernel() -> str:
+    """The SIMT kernel with an undefined identifier: a compile error."""
+    return simt_kernel().replace("const int m = ", "const int m = no_such_identifier + ", 1)
+
+
+def answer(source: str, tag: str = "cuda", words: str = "Here is the kernel.") -> str:
+    return f"{words}\n\n```{tag}\n{source}```\n\nIt launches on the TVM-FFI stream."
+
+
+def three_turn_answers() -> list[str]:
+    """Turn 1 does not compile, turn 2 has no wgmma, turn 3 passes the static tier."""
+    return [answer(broken_kernel()), answer(simt_kernel(), tag="cu"), answer(wgmma_kernel())]
+
+
+def write_script(path: Path, answers: list[str]) -> Path:
+    path.write_text(json.dumps(answers), encoding="utf-8")
+    return path

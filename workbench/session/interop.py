@@ -1,0 +1,220 @@
+"""mini-swe-agent trajectory JSON (the format PTXBench writes) from and to session files.
+
+Export: `info` (model_stats, config, exit_status, submission), `messages` in OpenAI chat form with an
+`extra` dict each, a final `exit` message, `trajectory_format`. Every session event rides along in the
+`extra` of the message it belongs to (`ptxwb_events`), so a workbench trajectory imports back exactly.
+A trajectory from elsewhere imports as its messages and its exit (no candidates or verdicts).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+import workbench
+from workbench.errors import UserError
+from workbench.session.events import EVENT_ADAPTER, Candidate, Event, Message, SessionEnd, SessionStart
+from workbench.session.log import SessionRead, SessionWriter
+
+TRAJECTORY_FORMAT = "mini-swe-agent-1.1"
+EVENTS_KEY = "ptxwb_events"
+START_KEY = "ptxwb_session_start"
+
+# mini-swe-agent / PTXBench exit statuses: Submitted when the target was met, LimitsExceeded for limits.
+EXIT_STATUS = {
+    "target_met": "Submitted",
+    "turn_limit": "LimitsExceeded",
+    "cost_limit": "LimitsExceeded",
+    "wall_limit": "TimeExceeded",
+    "stopped_by_person": "Interrupted",
+    "model_error": "ModelError",
+    "model_exhausted": "ModelExhausted",
+}
+REASON = {
+    "Submitted": "target_met",
+    "LimitsExceeded": "turn_limit",
+    "TimeExceeded": "wall_limit",
+    "Interrupted": "stopped_by_person",
+    "KeyboardInterrupt": "stopped_by_person",
+    "ModelExhausted": "model_exhausted",
+}
+
+
+def _dump(event: Event) -> dict[str, Any]:
+    return EVENT_ADAPTER.dump_python(event, mode="json")
+
+
+def _message_dict(message: Message, carried: list[Event]) -> dict[str, Any]:
+    extra: dict[str, Any] = {"timestamp": message.ts, EVENTS_KEY: [_dump(e) for e in carried]}
+    if message.turn is not None:
+        extra["turn"] = message.turn
+    if message.role == "assistant":
+        extra["cost"] = message.cost_usd or 0.0
+        if message.usage is not None:
+            extra["usage"] = message.usage.model_dump()
+        if message.latency_s is not None:
+            extra["latency_s"] = message.latency_s
+    return {"role": message.role, "content": message.content, "extra": extra}
+
+
+def to_trajectory(read: SessionRead) -> dict[str, Any]:
+    """The session as a mini-swe-agent trajectory dict."""
+    start = read.start
+    messages: list[dict[str, Any]] = []
+    carried: list[Event] = []
+    for event in read.events[1:]:
+        carried.append(event)
+        if isinstance(event, Message):
+            messages.append(_message_dict(event, carried))
+            carried = []
+    ends = [e for e in read.events if isinstance(e, SessionEnd)]
+    candidates = [e for e in read.events if isinstance(e, Candidate)]
+    end = ends[-1] if ends else None
+    exit_status = EXIT_STATUS[end.reason] if end else "Unfinished"
+    submission = candidates[-1].source if candidates else ""
+    exit_extra: dict[str, Any] = {
+        "exit_status": exit_status,
+        "submission": submission,
+        EVENTS_KEY: [_dump(e) for e in carried],
+    }
+    if end is not None:
+        exit_extra["timestamp"] = end.ts
+    messages.append(
+        {"role": "exit", "content": end.note or end.reason if end else "unfinished", "extra": exit_extra}
+    )
+    assistant = [e for e in read.events if isinstance(e, Message) and e.role == "assistant"]
+    settings = dict(start.settings)
+    model_settings = settings.pop("model_settings", {})
+    executor = settings.pop("executor", None)
+    return {
+        "info": {
+            "model_stats": {
+                "instance_cost": sum(m.cost_usd or 0.0 for m in assistant),
+                "api_calls": sum(1 for m in assistant if m.source == "model"),
+            },
+            "config": {
+                "agent": {**settings, "step_limit": settings.get("turns", 0)},
+                "agent_type": "workbench.agent.loop.MiniPTXAgent",
+                "model": {
+                    "model_name": start.model,
+                    **(model_settings if isinstance(model_settings, dict) else {}),
+                },
+                "model_type": f"workbench.agent.models ({start.author})",
+                "environment": {"executor": executor, "task": start.task, "target": start.target},
+                "environment_type": "workbench.evaluate.executors",
+            },
+            "workbench_version": workbench.__version__,
+            "exit_status": exit_status,
+            "submission": submission,
+            START_KEY: _dump(start),
+        },
+        "messages": messages,
+        "trajectory_format": TRAJECTORY_FORMAT,
+    }
+
+
+def _load_trajectory(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    if isinstance(data, list):  # the oldest mini-swe-agent files: a bare message list
+        data = {"info": {}, "messages": data}
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise UserError(f"{path}: not a mini-swe-agent trajectory (no `messages` list)")
+    return data
+
+
+def _exact_events(path: Path, data: dict[str, Any]) -> list[Event] | None:
+    """The carried session events of a workbench export, or None for a trajectory from elsewhere."""
+    start = data.get("info", {}).get(START_KEY)
+    if start is None:
+        return None
+    raw = [start]
+    for message in data["messages"]:
+        raw.extend(message.get("extra", {}).get(EVENTS_KEY, []))
+    try:
+        return [EVENT_ADAPTER.validate_python(item) for item in raw]
+    except ValidationError as exc:
+        raise UserError(f"{path}: damaged workbench events: {exc.errors()[0]['msg']}") from None
+
+
+def _content(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multimodal parts
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else json.dumps(content)
+
+
+def _foreign_events(data: dict[str, Any], task: str, target: str) -> list[Event]:
+    info = data.get("info", {})
+    model = str(info.get("config", {}).get("model", {}).get("model_name", "unknown"))
+    events: list[Event] = [
+        SessionStart(
+            session_id=uuid.uuid4().hex, task=task, target=target, model=model, settings={"imported": True}
+        )
+    ]
+    turn = 0
+    exit_status = info.get("exit_status") or ""
+    for message in data["messages"]:
+        role = message.get("role")
+        timestamp = message.get("extra", {}).get("timestamp")
+        stamp = {"ts": float(timestamp)} if isinstance(timestamp, int | float) else {}
+        if role == "exit":
+            exit_status = message.get("extra", {}).get("exit_status") or exit_status
+            continue
+        if role == "assistant":
+            turn += 1
+        if role not in ("system", "user", "assistant", "tool"):
+            continue
+        source = "model" if role == "assistant" else "workbench"
+        cost = message.get("extra", {}).get("cost") if role == "assistant" else None
+        events.append(
+            Message(
+                turn=turn or None,
+                role="user" if role == "tool" else role,
+                content=_content(message),
+                source=source,
+                cost_usd=float(cost) if isinstance(cost, int | float) else None,
+                **stamp,
+            )
+        )
+    if exit_status:
+        reason = REASON.get(exit_status, "model_error")
+        events.append(
+            SessionEnd(turn=turn or None, reason=reason, note=f"imported exit status {exit_status}")
+        )  # type: ignore[arg-type]
+    return events
+
+
+def export_trajectory(read: SessionRead, out: Path) -> Path:
+    if out.exists():
+        raise UserError(f"{out}: a file already exists there")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(to_trajectory(read), indent=2) + "\n", encoding="utf-8")
+    return out
+
+
+def import_trajectory(path: Path, out: Path, task: str | None = None, target: str | None = None) -> Path:
+    """Write a session file from a trajectory: exactly, for a workbench export; messages only otherwise."""
+    data = _load_trajectory(path)
+    events = _exact_events(path, data)
+    if events is None:
+        if not task or not target:
+            raise UserError(f"{path}: not a workbench export; say which --task and --target it was for")
+        events = _foreign_events(data, task, target)
+    start = events[0]
+    if not isinstance(start, SessionStart):
+        raise UserError(f"{path}: the carried events do not begin with a session start")
+    with SessionWriter(out, start) as writer:
+        for event in events[1:]:
+            writer.append(event)
+    return out
