@@ -410,6 +410,17 @@ def cases() -> list[Case]:
                     check_shapes=small,
                 )
             )
+    if (HERE / "attention" / "mha_bwd_d128.cu").exists():
+        out.append(
+            Case(
+                "attn/bwd mndesc-swap",
+                Kernel("bwd_swap", "attention/mha_bwd_d128.cu", ("MN_DESC_SWAP=1",)),
+                "bwd",
+                small[0],
+                check_shapes=[],
+                time_it=False,
+            )
+        )
     return out
 
 
