@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from workbench.cli import doctor_cmd, session_cmd, tasks_cmd
+from workbench.cli import doctor_cmd, eval_cmd, pack_cmd, run_cmd, session_cmd, tasks_cmd, tui_cmd
 from workbench.errors import UserError
 
 app = typer.Typer(
@@ -19,7 +19,12 @@ app = typer.Typer(
 app.command("tasks")(tasks_cmd.tasks)
 app.command("task")(tasks_cmd.task)
 app.command("doctor")(doctor_cmd.doctor)
+app.command("eval")(eval_cmd.eval_candidate)
+app.command("run")(run_cmd.run)
 app.add_typer(session_cmd.app, name="session")
+app.command("replay")(tui_cmd.replay)
+app.command("demo")(tui_cmd.demo)
+app.add_typer(pack_cmd.app, name="pack")
 
 
 def main() -> None:

@@ -1,0 +1,117 @@
+"""Every helper header of every knowledge pack compiles with real nvcc for its pack's target, every
+helper is instantiated by a check translation unit, and the SASS holds the instructions they promise."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from workbench.evaluate.toolchain import find_tool
+from workbench.knowledge import load_pack
+from workbench.paths import knowledge_packs_dir
+from workbench.tasks.targets import get_target
+
+CHECKS = Path(__file__).parent / "data" / "pack_headers"
+GEMM_TILE = Path(__file__).parent / "gpu" / "data" / "pack_gemm_tile.cu"
+TARGETS = ("hopper",)
+
+needs_nvcc = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
+needs_cuobjdump = pytest.mark.skipif(find_tool("cuobjdump") is None, reason="cuobjdump is not installed")
+
+# A helper is a function defined in a header: `__device__ __forceinline__ T name(` or `inline T name(`.
+HELPER = re.compile(r"^(?:template <[^>]*>\s*)?(?:__device__ __forceinline__|inline)\s+[\w:<>\s]+?\b(\w+)\(",
+                    re.MULTILINE)
+
+
+def header_paths(target: str) -> list[Path]:
+    root = knowledge_packs_dir()
+    return [root / f.path for f in load_pack(target).files if f.kind == "header"]
+
+
+def check_units(target: str) -> list[Path]:
+    """The check translation units that include at least one of the pack's headers."""
+    names = {p.name for p in header_paths(target)}
+    return [cu for cu in sorted(CHECKS.glob("*.cu"))
+            if any(f'#include "{n}"' in cu.read_text() for n in names)]
+
+
+@cache
+def compile_cubin(source: Path, target: str, out_dir: Path) -> Path:
+    includes = sorted({str(p.parent) for p in header_paths(target)})
+    cubin = out_dir / f"{source.stem}.{target}.cubin"
+    cmd = [str(find_tool("nvcc")), "-std=c++17", "-O2", "-cubin", "-gencode", get_target(target).gencode,
+           *(f"-I{d}" for d in includes), "-o", str(cubin), str(source)]
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
+    return cubin
+
+
+def sass(cubin: Path) -> str:
+    done = subprocess.run([str(find_tool("cuobjdump")), "--dump-sass", str(cubin)],
+                          check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("pack-headers")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_header_and_helper_is_covered_by_a_check_unit(target: str) -> None:
+    units = check_units(target)
+    covered = "\n".join(cu.read_text() for cu in units)
+    for header in header_paths(target):
+        assert f'#include "{header.name}"' in covered, f"no check unit includes {header.name}"
+        helpers = HELPER.findall(header.read_text())
+        assert helpers, f"no helpers found in {header.name}"
+        for name in helpers:
+            assert re.search(rf"\b{name}\b", covered), f"{header.name}: helper {name} is never instantiated"
+
+
+@needs_nvcc
+@pytest.mark.parametrize("target", TARGETS)
+def test_check_units_compile_for_the_target(target: str, out_dir: Path) -> None:
+    units = check_units(target)
+    assert units
+    for unit in units:
+        assert compile_cubin(unit, target, out_dir).stat().st_size > 0
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.parametrize("target", TARGETS)
+def test_tma_and_barrier_helpers_emit_tma_and_syncs(target: str, out_dir: Path) -> None:
+    code = sass(compile_cubin(CHECKS / "common_check.cu", target, out_dir))
+    for opcode in ("UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF", "SYNCS.ARRIVE", "SYNCS.PHASECHK"):
+        assert opcode in code, opcode
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_wgmma_helpers_emit_hgmma_setmaxreg_and_stsm(out_dir: Path) -> None:
+    code = sass(compile_cubin(CHECKS / "hopper_check.cu", "hopper", out_dir))
+    for opcode in ("HGMMA.64x64x16.F32.BF16", "HGMMA.64x128x16.F32.BF16", "HGMMA.64x256x16.F32.BF16",
+                   "USETMAXREG", "STSM"):
+        assert opcode in code, opcode
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_gpu_gemm_tile_program_builds_with_tma_and_hgmma(tmp_path: Path) -> None:
+    """The H200 test's program compiles here, so the GPU run can only fail on the GPU's verdict."""
+    includes = [f"-I{d}" for d in sorted({str(p.parent) for p in header_paths("hopper")})]
+    exe = tmp_path / "pack_gemm_tile"
+    done = subprocess.run([str(find_tool("nvcc")), "-std=c++17", "-O2", "-gencode", get_target("hopper").gencode,
+                           "-Xptxas", "-v", *includes, "-o", str(exe), str(GEMM_TILE)],
+                          check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "spill" in done.stderr and "0 bytes spill stores" in done.stderr
+    assert "Potential Performance Loss" not in done.stderr
+    code = sass(exe)
+    assert "HGMMA.64x128x16.F32.BF16" in code and "UTMALDG" in code and "UTMASTG" in code
