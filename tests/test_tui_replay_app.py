@@ -1,0 +1,226 @@
+"""The session screen over a replay, driven with Textual's pilot: every key of replay mode."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import tui_synthetic
+from textual.pilot import Pilot
+
+from workbench.session.log import read_session
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.drivers.replay import ReplayDriver
+from workbench.tui.screens.dialogs import PromptScreen
+from workbench.tui.screens.help import HelpScreen
+from workbench.tui.screens.session import SessionScreen
+from workbench.tui.widgets.code_pane import CodePane
+from workbench.tui.widgets.conversation import ConversationPane, MessageBlock
+from workbench.tui.widgets.header import SessionHeader
+from workbench.tui.widgets.timing import TimingPane
+
+SIZE = (140, 44)
+
+
+async def instant(_: float) -> None:
+    await asyncio.sleep(0)
+
+
+@pytest.fixture
+def session_file(tmp_path: Path) -> Path:
+    listing = tmp_path / "listing.sass"
+    listing.write_text(
+        "        /*0000*/                   HGMMA.64x8x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT ;\n"
+    )
+    return tui_synthetic.write(tmp_path / "session.jsonl", tui_synthetic.events(4, sass=listing))
+
+
+def make_app(path: Path, *, paused: bool = False) -> tuple[WorkbenchApp, ReplayDriver]:
+    driver = ReplayDriver(read_session(path), speed=100.0, sleep=instant, paused=paused)
+    return WorkbenchApp.for_driver(driver, theme="textual-dark"), driver
+
+
+async def until(pilot: Pilot[None], condition, limit: int = 400) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(limit):
+        if condition():
+            return
+        await pilot.pause()
+    raise AssertionError("the app never got there")
+
+
+def screen(app: WorkbenchApp) -> SessionScreen:
+    assert isinstance(app.screen, SessionScreen)
+    return app.screen
+
+
+def header_text(app: WorkbenchApp) -> str:
+    return str(app.screen.query_one(SessionHeader).render())
+
+
+async def test_replay_plays_to_the_end_and_shows_the_last_turn(session_file: Path) -> None:
+    app, driver = make_app(session_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        await pilot.pause()
+        s = screen(app)
+        assert s.view.turn_numbers == [1, 2, 3, 4]
+        assert "turn 4/4" in header_text(app) and "ended" in header_text(app)
+        code = s.query_one(CodePane)
+        assert "turn 4" in code.document("cuda").lines[0]
+        assert code.document("ptx").unavailable.startswith("PTX not available")
+        assert code.document("sass").marks == {0: "GMMA"}
+        assert "turn 3" in "\n".join(code.document("diff").lines)
+        assert len(s.query_one(TimingPane).query_one("#timing-table").rows) == 4
+        assistants = [b for b in s.query(MessageBlock) if b.message and b.message.role == "assistant"]
+        assert len(assistants) == 4 and not any(b.streaming for b in s.query(MessageBlock))
+
+
+async def test_space_pauses_and_resumes(session_file: Path) -> None:
+    app, driver = make_app(session_file, paused=True)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(10):
+            await pilot.pause()
+        assert driver.player.position == 1 and "paused" in header_text(app)
+        await pilot.press("space")
+        await until(pilot, lambda: driver.state == "ended")
+        assert driver.player.finished
+
+
+async def test_speed_keys(session_file: Path) -> None:
+    app, driver = make_app(session_file, paused=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("plus")
+        assert driver.speed == 200.0
+        await pilot.press("minus", "minus")
+        assert driver.speed == 50.0
+        assert "×50" in header_text(app)
+
+
+async def test_seek_back_and_forward_redraws_the_panes(session_file: Path) -> None:
+    app, driver = make_app(session_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        driver.player.pause()
+        await pilot.press("less_than_sign")
+        await until(pilot, lambda: screen(app).view.turn_numbers == [1, 2, 3])
+        await pilot.pause()
+        assert "turn 3" in screen(app).query_one(CodePane).document("cuda").lines[0]
+        assert "── turn 4 ──" not in [str(label.render()) for label in app.screen.query(".turn-rule")]
+        await pilot.press("greater_than_sign")
+        await until(pilot, lambda: screen(app).view.turn_numbers == [1, 2, 3, 4])
+
+
+async def test_turn_navigation_and_tabs(session_file: Path) -> None:
+    app, driver = make_app(session_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        s = screen(app)
+        assert s.selected == 2
+        assert "turn 2" in s.query_one(CodePane).document("cuda").lines[0]
+        assert "turn 2/4 (latest 4)" in header_text(app)
+        await pilot.press("3")
+        assert s.query_one(CodePane).active == "sass"
+        await pilot.press("d")
+        assert s.query_one(CodePane).active == "diff"
+        await pilot.press("right_square_bracket", "right_square_bracket")
+        assert s.selected is None  # back to following the latest turn
+
+
+async def test_goto_error_jumps_to_the_compiler_error_line(session_file: Path) -> None:
+    app, driver = make_app(session_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        await pilot.press(*["left_square_bracket"] * 3)
+        assert screen(app).selected == 1
+        await pilot.press("g")
+        code = screen(app).query_one(CodePane)
+        assert code.active == "cuda" and code.view("cuda").cursor_line == 3  # kernel.cu(4), 0-based
+
+
+async def test_marked_lines_jump_in_the_sass_tab(session_file: Path) -> None:
+    app, driver = make_app(session_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        await pilot.press("3", "n")
+        assert screen(app).query_one(CodePane).view("sass").cursor_line == 0
+
+
+async def test_fork_writes_a_child_session(
+    session_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    app, driver = make_app(session_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        await pilot.press("left_square_bracket", "left_square_bracket", "f")
+        assert isinstance(app.screen, PromptScreen)
+        await pilot.press("enter")
+        await pilot.pause()
+    child = read_session(tmp_path / "session-fork-t2.jsonl")
+    assert child.start.parent_session == "synthetic-0001" and child.start.fork_turn == 2
+    assert child.turns() == [1, 2]
+
+
+async def test_write_kernel_and_screenshot(
+    session_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    app, driver = make_app(session_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        await pilot.press("w")
+        assert isinstance(app.screen, PromptScreen)
+        await pilot.press("enter")
+        await pilot.press("S")
+        await pilot.pause()
+    written = tmp_path / "gemm_n7168_k5120-turn4.cu"
+    assert written.read_text() == tui_synthetic.kernel_source(4)
+    shots = list(tmp_path.glob("ptxwb-gemm_n7168_k5120-turn4-*.svg"))
+    assert len(shots) == 1 and shots[0].read_text().startswith("<svg")
+
+
+async def test_help_palette_zoom_and_conversation(session_file: Path) -> None:
+    app, driver = make_app(session_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, SessionScreen)
+        # The command palette runs screen actions by name.
+        await pilot.press("ctrl+p")
+        await pilot.press(*"Slower")
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert driver.speed == 50.0
+        await pilot.press("v", "z")
+        assert app.screen.maximized is not None and app.screen.maximized.id == "code"
+        await pilot.press("z")
+        assert app.screen.maximized is None
+        await pilot.press("c")
+        assert app.screen.focused is not None and app.screen.focused.id == "conversation"
+        assert isinstance(app.screen.focused, ConversationPane)
+
+
+async def test_narrow_terminal_swaps_conversation_and_code(session_file: Path) -> None:
+    app, driver = make_app(session_file)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        s = screen(app)
+        assert s.has_class("-narrow")
+        assert not s.query_one("#conversation").display
+        await pilot.press("c")
+        assert s.query_one("#conversation").display and not s.query_one("#work").display
+        await pilot.press("v")
+        assert s.query_one("#work").display and not s.query_one("#conversation").display
+
+
+async def test_quit(session_file: Path) -> None:
+    app, _ = make_app(session_file, paused=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0

@@ -1,0 +1,189 @@
+"""Obviously synthetic sessions for the TUI tests: invented verdicts and timings, never a demo.
+
+The model is named `synthetic-test-data`, the executor `synthetic`, and every message says so. The
+PTX and SASS listings a session points at are real compiler output when the test provides them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from workbench.evaluate.result import (
+    BuildStage,
+    CorrectnessStage,
+    DynamicStage,
+    EvalResult,
+    KernelResources,
+    OutputCheck,
+    Stages,
+    StaticStage,
+    Status,
+    TimingStage,
+    TimingStats,
+    Trial,
+)
+from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart, Usage
+from workbench.session.log import SessionWriter
+
+T0 = 1_760_000_000.0
+TASK = "gemm_n7168_k5120"
+
+
+def kernel_source(turn: int) -> str:
+    return (
+        f"// synthetic test kernel, turn {turn}\n"
+        "#include <cuda_bf16.h>\n"
+        "__global__ void k(float* out) {\n"
+        f"  out[threadIdx.x] = {turn}.0f;\n"
+        '  asm volatile("wgmma.fence.sync.aligned;");\n'
+        "}\n"
+    )
+
+
+def timing(turn: int) -> TimingStage:
+    candidate_ms = 2.0 / (1 + 0.1 * turn)
+    stats = TimingStats(
+        name="candidate",
+        median_ms=candidate_ms,
+        p25_ms=candidate_ms * 0.99,
+        p75_ms=candidate_ms * 1.01,
+        min_ms=candidate_ms * 0.98,
+        max_ms=candidate_ms * 1.05,
+        iterations=50,
+    )
+    base = TimingStats(
+        name="cublas", median_ms=1.0, p25_ms=0.995, p75_ms=1.005, min_ms=0.99, max_ms=1.02, iterations=50
+    )
+    return TimingStage(
+        status=Status.passed,
+        method="events",
+        candidate=stats,
+        baselines=[base],
+        speedup=base.median_ms / candidate_ms,
+    )
+
+
+def result(
+    turn: int, kind: str, source: str, ptx: Path | None = None, sass: Path | None = None
+) -> EvalResult:
+    sha = hashlib.sha256(source.encode()).hexdigest()
+    common = {"task": TASK, "target": "hopper", "executor": "synthetic", "source_sha256": sha}
+    if kind == "compile_error":
+        build = BuildStage(
+            status=Status.compile_error,
+            message="nvcc failed",
+            errors=['kernel.cu(4): error: identifier "oops" is undefined'],
+        )
+        return EvalResult(
+            status=Status.compile_error,
+            message="synthetic compile error",
+            stages=Stages(build=build),
+            **common,
+        )
+    build = BuildStage(
+        status=Status.passed,
+        resources=[KernelResources(kernel="k", registers=168, shared_bytes=49152)],
+        ptx_path=str(ptx) if ptx else None,
+    )
+    static = StaticStage(
+        status=Status.passed,
+        required_family="GMMA",
+        required_present=True,
+        families={"GMMA": 8, "TMA": 2, "MBARRIER": 6},
+        sass_path=str(sass) if sass else None,
+    )
+    if kind == "static":
+        return EvalResult(
+            status=Status.passed,
+            message="static tier only (synthetic)",
+            stages=Stages(build=build, static=static),
+            **common,
+        )
+    check = OutputCheck(name="C", passed=True, max_abs_error=0.004, max_rel_error=0.003, matched_ratio=1.0)
+    correctness = CorrectnessStage(
+        status=Status.passed, trials=[Trial(seed=s, passed=True, outputs={"C": check}) for s in (1, 2, 3)]
+    )
+    dynamic = DynamicStage(
+        status=Status.passed,
+        executed_families={"GMMA": 16384, "TMA": 256},
+        required_executed=True,
+        tensor_share=0.97,
+    )
+    return EvalResult(
+        status=Status.passed,
+        stages=Stages(
+            build=build, static=static, correctness=correctness, dynamic=dynamic, timing=timing(turn)
+        ),
+        **common,
+    )
+
+
+def events(
+    turns: int = 3, ptx: Path | None = None, sass: Path | None = None, kinds: list[str] | None = None
+) -> list[Event]:
+    kinds = kinds or ["compile_error"] + ["full"] * (turns - 1)
+    out: list[Event] = [
+        SessionStart(
+            ts=T0,
+            session_id="synthetic-0001",
+            task=TASK,
+            target="hopper",
+            model="synthetic-test-data",
+            author="scripted",
+            settings={"turns": turns},
+        ),
+        Message(
+            ts=T0 + 0.1, role="system", content="Synthetic system prompt for TUI tests.", source="workbench"
+        ),
+        Message(ts=T0 + 0.2, role="user", content="Synthetic task: write the kernel.", source="workbench"),
+    ]
+    ts = T0 + 1.0
+    for turn in range(1, turns + 1):
+        source = kernel_source(turn)
+        ts += 2.0
+        out.append(
+            Message(
+                ts=ts,
+                turn=turn,
+                role="assistant",
+                source="scripted",
+                content=f"Synthetic answer {turn}.\n\n```cuda\n{source}```\n",
+                usage=Usage(prompt_tokens=1000 * turn, completion_tokens=200),
+                cost_usd=0.001,
+                latency_s=2.0,
+            )
+        )
+        ts += 0.1
+        out.append(
+            Candidate(
+                ts=ts,
+                turn=turn,
+                source=source,
+                origin="model",
+                sha256=hashlib.sha256(source.encode()).hexdigest(),
+            )
+        )
+        ts += 1.0
+        out.append(Evaluation(ts=ts, turn=turn, result=result(turn, kinds[turn - 1], source, ptx, sass)))
+        ts += 0.1
+        out.append(
+            Message(
+                ts=ts,
+                turn=turn,
+                role="user",
+                source="workbench",
+                content=f"Synthetic feedback for turn {turn}.",
+            )
+        )
+    out.append(SessionEnd(ts=ts + 0.1, turn=turns, reason="turn_limit"))
+    return out
+
+
+def write(path: Path, session: list[Event]) -> Path:
+    start = session[0]
+    assert isinstance(start, SessionStart)
+    with SessionWriter(path, start) as writer:
+        for event in session[1:]:
+            writer.append(event)
+    return path

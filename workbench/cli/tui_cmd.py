@@ -1,0 +1,55 @@
+"""`ptxwb replay`, `ptxwb demo`, `ptxwb author` and the home screen: the Textual workbench."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from workbench.errors import UserError
+from workbench.paths import sessions_dir
+
+THEME_HELP = "Textual theme, e.g. textual-dark, nord, gruvbox, textual-light."
+
+
+def _newest_session(folder: Path) -> Path:
+    found = sorted(folder.glob("**/*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+    if not found:
+        raise UserError(
+            f"no session to replay in {folder}: record one with `ptxwb run`, or pass a file to `ptxwb replay`"
+        )
+    return found[-1]
+
+
+def _check_speed(speed: float) -> float:
+    if not 0 < speed <= 1000:
+        raise UserError(f"--speed must be above 0 and at most 1000 (got {speed:g})")
+    return speed
+
+
+def replay(
+    path: Annotated[Path, typer.Argument(help="A session .jsonl file.")],
+    speed: Annotated[
+        float, typer.Option("--speed", "-s", help="Playback speed: 1 is as recorded, 10 is ten times faster.")
+    ] = 1.0,
+    paused: Annotated[bool, typer.Option("--paused", help="Start paused (space plays).")] = False,
+    theme: Annotated[str | None, typer.Option("--theme", help=THEME_HELP)] = None,
+) -> None:
+    """Replay a recorded session at its recorded pace (× speed): no model, no GPU. Pause, seek, fork."""
+    from workbench.session.log import read_session
+    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.drivers.replay import ReplayDriver
+
+    read = read_session(path)
+    _ = read.start  # a file without a session_start line is a user error, raised here
+    driver = ReplayDriver(read, speed=_check_speed(speed), paused=paused)
+    WorkbenchApp.for_driver(driver, theme=theme).run()
+
+
+def demo(
+    speed: Annotated[float, typer.Option("--speed", "-s", help="Playback speed.")] = 4.0,
+    theme: Annotated[str | None, typer.Option("--theme", help=THEME_HELP)] = None,
+) -> None:
+    """Replay the newest session shipped in sessions/: the workbench at a glance, no model or GPU needed."""
+    replay(_newest_session(sessions_dir()), speed=speed, paused=False, theme=theme)

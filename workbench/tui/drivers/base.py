@@ -1,0 +1,46 @@
+"""What feeds a session screen: a replay, an author's kernel file, or the live agent loop.
+
+A driver produces items (session events, streamed text, evaluation progress) into a `Sink` (the
+screen) and takes the person's controls. The screen renders; the driver holds the session's state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, Union
+
+from workbench.session.events import Event
+from workbench.tui.replay import ReplayDelta
+
+if TYPE_CHECKING:
+    from workbench.agent.items import LiveItem
+
+# Live items are told apart by their `kind` tag, so replay and author modes never import the agent.
+Item = Union[Event, "LiveItem", ReplayDelta]
+
+
+class Sink(Protocol):
+    async def ingest(self, item: Item) -> None: ...
+
+    async def rebuild(self, events: list[Event]) -> None: ...
+
+    def state_changed(self) -> None: ...
+
+
+class Driver:
+    """The base driver: no controls; subclasses add theirs and say which are possible right now."""
+
+    mode: str = ""
+    state: str = "idle"
+    speed: float | None = None
+    session_path: Path | None = None
+
+    def can(self, action: str) -> bool:
+        """Whether `action` (a keymap action name) is possible now."""
+        return False
+
+    async def run(self, sink: Sink) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Stop background work (called when the screen goes away)."""

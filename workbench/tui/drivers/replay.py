@@ -1,0 +1,91 @@
+"""Replay a recorded session in the screen: timed playback, pause, speed and seek by turn."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from workbench.session.log import SessionRead
+from workbench.tui.drivers.base import Driver, Sink
+from workbench.tui.replay import ReplayPlayer, Sleep
+
+ACTIONS = {"toggle_pause", "faster", "slower", "seek_back", "seek_forward", "fork"}
+
+
+class ReplayDriver(Driver):
+    mode = "replay"
+
+    def __init__(
+        self, read: SessionRead, *, speed: float = 1.0, sleep: Sleep | None = None, paused: bool = False
+    ) -> None:
+        kwargs = {"sleep": sleep} if sleep is not None else {}
+        self.player = ReplayPlayer(read.events, speed=speed, **kwargs)
+        self.session_path: Path | None = read.path
+        self._sink: Sink | None = None
+        self._more = asyncio.Event()
+        if paused:
+            self.player.pause()
+
+    @property
+    def speed(self) -> float | None:  # type: ignore[override]
+        return self.player.speed
+
+    @property
+    def state(self) -> str:  # type: ignore[override]
+        if self.player.finished:
+            return "ended"
+        return "paused" if self.player.paused else "playing"
+
+    def can(self, action: str) -> bool:
+        if action == "fork":
+            return self.player.played_turn() is not None
+        return action in ACTIONS
+
+    async def run(self, sink: Sink) -> None:
+        self._sink = sink
+        while True:
+            sink.state_changed()
+            async for item in self.player.items():
+                await sink.ingest(item)
+            sink.state_changed()
+            # At the end: wait for a seek back, then play on from there.
+            self._more.clear()
+            await self._more.wait()
+
+    def toggle_pause(self) -> None:
+        if self.player.paused:
+            self.player.resume()
+        else:
+            self.player.pause()
+        self._changed()
+
+    def faster(self) -> None:
+        self.player.set_speed(self.player.speed * 2)
+        self._changed()
+
+    def slower(self) -> None:
+        self.player.set_speed(self.player.speed / 2)
+        self._changed()
+
+    async def seek(self, direction: int) -> None:
+        """Rewind to the end of the previous turn, or jump to the end of the next one."""
+        turns = self.player.turns()
+        here = self.player.played_turn()
+        if direction < 0:
+            earlier = [t for t in turns if here is not None and t < here]
+            target = earlier[-1] if earlier else None
+            self.player.seek_to_end_of(target)
+        else:
+            later = [t for t in turns if here is None or t > here]
+            if later:
+                self.player.seek_to_end_of(later[0])
+            else:
+                self.player.seek_to_end()
+        if self._sink is not None:
+            await self._sink.rebuild(self.player.played())
+        self._more.set()
+        self._changed()
+
+    def _changed(self) -> None:
+        if self._sink is not None:
+            self._sink.state_changed()

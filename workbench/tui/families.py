@@ -1,0 +1,91 @@
+"""Which lines of a listing belong to the target's instruction families, for marking in the code pane.
+
+SASS lines are matched on their opcode (the families of DESIGN.md's static tier); PTX and CUDA lines
+(inline asm) on the PTX instruction that produces that family, so the mark follows a wgmma from the
+source to the SASS.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+# family -> SASS opcode pattern (the base opcode, before any ".modifier").
+_SASS: dict[str, str] = {
+    "GMMA": r"[HQIB]GMMA",
+    "TMA": r"UTMA(?:LDG|STG|REDG|PF)",
+    "BULK": r"UBLKCP",
+    "MBARRIER": r"SYNCS",
+    "SETMAXNREG": r"USETMAXREG",
+    "TCGEN05_MMA": r"UTC[HQIO]MMA",
+    "TMEM": r"(?:LDTM|STTM)",
+    "TCGEN05_OTHER": r"UTC(?:BAR|ATOMSWS|CP|SHIFT|MULTI)\w*",
+}
+
+# family -> PTX instruction pattern; TMA before BULK since both start cp.async.bulk.
+_PTX: dict[str, str] = {
+    "GMMA": r"wgmma\.mma_async",
+    "TMA": r"(?:cp\.async\.bulk|cp\.reduce\.async\.bulk|cp\.async\.bulk\.prefetch)\.tensor",
+    "BULK": r"cp\.(?:reduce\.)?async\.bulk(?!\.tensor)",
+    "MBARRIER": r"mbarrier\.",
+    "SETMAXNREG": r"setmaxnreg\.",
+    "TCGEN05_MMA": r"tcgen05\.mma",
+    "TMEM": r"tcgen05\.(?:ld|st)\b",
+    "TCGEN05_OTHER": r"tcgen05\.(?:alloc|dealloc|relinquish_alloc_permit|commit|fence|wait|cp|shift)",
+}
+
+_SHARED = ("TMA", "BULK", "MBARRIER", "SETMAXNREG")
+TARGET_FAMILIES: dict[str, tuple[str, ...]] = {
+    "hopper": ("GMMA", *_SHARED),
+    "blackwell": ("TCGEN05_MMA", "TMEM", "TCGEN05_OTHER", *_SHARED),
+}
+
+# Short tags for the gutter (six cells at most).
+TAGS: dict[str, str] = {
+    "GMMA": "GMMA",
+    "TMA": "TMA",
+    "BULK": "BULK",
+    "MBARRIER": "MBAR",
+    "SETMAXNREG": "MAXREG",
+    "TCGEN05_MMA": "UTCMMA",
+    "TMEM": "TMEM",
+    "TCGEN05_OTHER": "TCGEN5",
+}
+
+
+def families_for(target: str) -> tuple[str, ...]:
+    return TARGET_FAMILIES.get(target, ())
+
+
+@cache
+def _pattern(language: str, target: str) -> re.Pattern[str] | None:
+    families = families_for(target)
+    if not families:
+        return None
+    if language == "sass":
+        alternatives = "|".join(f"(?P<{f}>{_SASS[f]})" for f in families)
+        # Address, optional predicate, then the opcode.
+        return re.compile(
+            rf"^[ \t]*/\*[0-9a-fA-F]{{4,}}\*/[ \t]+(?:@!?U?P[0-7T][ \t]+)?(?:{alternatives})\b", re.MULTILINE
+        )
+    if language in ("ptx", "cuda"):
+        alternatives = "|".join(f"(?P<{f}>{_PTX[f]})" for f in families)
+        return re.compile(rf"^.*?(?:{alternatives})", re.MULTILINE)
+    return None
+
+
+def mark_lines(text: str, language: str, target: str) -> dict[int, str]:
+    """0-based line number -> family, for every line holding one of the target's family instructions."""
+    pattern = _pattern(language, target)
+    if pattern is None:
+        return {}
+    marks: dict[int, str] = {}
+    line = 0
+    position = 0
+    for match in pattern.finditer(text):
+        line += text.count("\n", position, match.start())
+        position = match.start()
+        family = match.lastgroup
+        if family is not None:
+            marks.setdefault(line, family)
+    return marks

@@ -1,0 +1,143 @@
+"""Every action of the session screen in one table: its keys, its name, its group.
+
+The screen's bindings, the help screen and the command palette are all made from this table, so a
+key cannot be missing from one of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class Action:
+    action: str
+    keys: str
+    title: str
+    help: str
+    group: str
+    footer: bool = False
+    modes: frozenset[str] = frozenset({"replay", "author", "live"})
+
+
+ALL = frozenset({"replay", "author", "live"})
+LIVE = frozenset({"live"})
+REPLAY = frozenset({"replay"})
+AUTHOR = frozenset({"author"})
+
+ACTIONS: list[Action] = [
+    # Playback and the loop.
+    Action(
+        "toggle_pause",
+        "space",
+        "Pause/resume",
+        "Pause or resume the replay or the agent loop",
+        "control",
+        True,
+        REPLAY | LIVE,
+    ),
+    Action("step", "s", "Step", "Run one turn, then pause (live)", "control", True, LIVE),
+    Action("auto", "a", "Auto", "Run turns without asking (live)", "control", True, LIVE),
+    Action("stop", "X", "Stop", "End the live session after the current step", "control", False, LIVE),
+    Action("faster", "plus,equals_sign", "Faster", "Replay faster (×2)", "control", True, REPLAY),
+    Action("slower", "minus", "Slower", "Replay slower (÷2)", "control", False, REPLAY),
+    Action(
+        "seek_back",
+        "less_than_sign,comma",
+        "Seek back",
+        "Rewind the replay to the end of the previous turn",
+        "control",
+        False,
+        REPLAY,
+    ),
+    Action(
+        "seek_forward",
+        "greater_than_sign,full_stop",
+        "Seek on",
+        "Jump the replay to the end of the next turn",
+        "control",
+        False,
+        REPLAY,
+    ),
+    Action("evaluate_now", "x", "Evaluate", "Evaluate the kernel file now (author)", "control", True, AUTHOR),
+    # Before an evaluation (live, when the loop asks).
+    Action("approve", "r", "Run it", "Evaluate the candidate as the model wrote it", "candidate", True, LIVE),
+    Action(
+        "edit",
+        "e",
+        "Edit",
+        "Edit the candidate in the built-in editor, then evaluate it",
+        "candidate",
+        True,
+        LIVE,
+    ),
+    Action(
+        "edit_external",
+        "E",
+        "Edit in $EDITOR",
+        "Edit the candidate in $EDITOR, then evaluate it",
+        "candidate",
+        False,
+        LIVE,
+    ),
+    Action(
+        "override", "o", "Override", "Replace the candidate with a file of your own", "candidate", False, LIVE
+    ),
+    Action("skip", "k", "Skip", "Evaluate nothing this turn", "candidate", False, LIVE),
+    Action("message", "m", "Message", "Type a message for the model's next turn", "candidate", True, LIVE),
+    Action("fork", "f", "Fork", "Fork the session at the selected turn", "session", True, REPLAY | LIVE),
+    # Looking around.
+    Action("previous_turn", "left_square_bracket,h", "Prev turn", "Show the previous turn", "view", True),
+    Action("next_turn", "right_square_bracket,l", "Next turn", "Show the next turn", "view", True),
+    Action("follow", "L", "Follow", "Follow the latest turn", "view", False),
+    Action("tab('cuda')", "1", "CUDA", "Show the CUDA source", "view"),
+    Action("tab('ptx')", "2", "PTX", "Show the PTX", "view"),
+    Action("tab('sass')", "3", "SASS", "Show the SASS, target-family lines marked", "view"),
+    Action("tab('diff')", "4,d", "Diff", "Show the diff against the previous turn", "view"),
+    Action("goto_error", "g", "Go to error", "Show the line of the first compiler error", "view"),
+    Action("focus_pane('conversation')", "c", "Chat", "Show and focus the conversation", "view", True),
+    Action("focus_pane('code')", "v", "Code", "Show and focus the code pane", "view"),
+    Action("focus_pane('timing')", "t", "Timing", "Focus the timing table", "view"),
+    Action("zoom", "z", "Zoom", "Maximise the focused pane (z or escape again to restore)", "view"),
+    # Keeping things.
+    Action("copy_kernel", "w", "Write kernel", "Write the shown turn's kernel to a file", "files", False),
+    Action("screenshot", "S", "Screenshot", "Save an SVG screenshot", "files", False),
+    Action("help", "question_mark,f1", "Help", "Show the keys", "app", True),
+    Action("quit", "q", "Quit", "Quit", "app", True),
+]
+
+
+def bindings() -> list[Binding]:
+    return [Binding(a.keys, a.action, a.title, show=a.footer) for a in ACTIONS]
+
+
+def for_mode(mode: str) -> list[Action]:
+    return [a for a in ACTIONS if mode in a.modes]
+
+
+def is_mode_action(action: str, mode: str) -> bool | None:
+    """Whether `action` belongs to `mode`; None when the table does not list it."""
+    for entry in ACTIONS:
+        if entry.action.split("(")[0] == action and mode in entry.modes:
+            return True
+    names = {entry.action.split("(")[0] for entry in ACTIONS}
+    return False if action in names else None
+
+
+def key_label(keys: str) -> str:
+    names = {
+        "space": "space",
+        "plus": "+",
+        "equals_sign": "=",
+        "minus": "-",
+        "less_than_sign": "<",
+        "greater_than_sign": ">",
+        "comma": ",",
+        "full_stop": ".",
+        "left_square_bracket": "[",
+        "right_square_bracket": "]",
+        "question_mark": "?",
+    }
+    return " ".join(names.get(k, k) for k in keys.split(","))

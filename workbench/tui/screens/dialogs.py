@@ -1,0 +1,79 @@
+"""Modal dialogs: the candidate editor and a one-line prompt (a message, a path)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label
+
+from workbench.tui.widgets.cuda_editor import CudaEditor
+
+
+class EditorScreen(ModalScreen[str | None]):
+    """Edit a candidate; ctrl+s evaluates the edit, escape keeps the original."""
+
+    DEFAULT_CSS = """
+    EditorScreen { align: center middle; }
+    EditorScreen > Vertical { width: 100%; height: 100%; border: thick $accent; background: $surface; }
+    EditorScreen CudaEditor { height: 1fr; }
+    EditorScreen .hint { height: 1; color: $text-muted; padding: 0 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "save", "Evaluate this", priority=True),
+        Binding("escape", "cancel", "Cancel", priority=True),
+    ]
+
+    def __init__(self, source: str, title: str) -> None:
+        super().__init__()
+        self.source = source
+        self.title_text = title
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = self.title_text
+            yield Label("ctrl+s: evaluate the edited kernel · escape: cancel", classes="hint")
+            yield CudaEditor(self.source, show_line_numbers=True, tab_behavior="indent", id="editor")
+
+    def on_mount(self) -> None:
+        self.query_one(CudaEditor).focus()
+
+    def action_save(self) -> None:
+        text = self.query_one(CudaEditor).text
+        self.dismiss(text if text.strip() else None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class PromptScreen(ModalScreen[str | None]):
+    """One line of input; enter returns it, escape returns None."""
+
+    DEFAULT_CSS = """
+    PromptScreen { align: center middle; }
+    PromptScreen > Vertical { width: 80; max-width: 100%; height: auto; border: thick $accent; background: $surface; padding: 0 1; }
+    PromptScreen Label { color: $text-muted; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, hint: str, value: str = "", placeholder: str = "") -> None:
+        super().__init__()
+        self.title_text = title
+        self.hint = hint
+        self.value = value
+        self.placeholder = placeholder
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = self.title_text
+            yield Label(self.hint)
+            yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

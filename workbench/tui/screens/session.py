@@ -1,0 +1,355 @@
+"""The session screen: header, conversation, code, verdict and timing panes over one driver.
+
+The screen folds what the driver produces into a `SessionView` and renders the selected turn (or
+the latest, while following). It never waits on long work itself: the driver runs in a named
+worker, and anything slow an action starts runs in a worker too.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import ClassVar
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer
+
+from workbench.errors import UserError
+from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
+from workbench.session.log import fork_session
+from workbench.tui import keymap
+from workbench.tui.artifacts import ArtifactCache, first_error_line
+from workbench.tui.drivers.base import Driver, Item
+from workbench.tui.model import SessionView
+from workbench.tui.screens.dialogs import PromptScreen
+from workbench.tui.screens.help import HelpScreen
+from workbench.tui.widgets.code_pane import CodePane
+from workbench.tui.widgets.conversation import ConversationPane
+from workbench.tui.widgets.header import HeaderFacts, SessionHeader
+from workbench.tui.widgets.timing import TimingPane
+from workbench.tui.widgets.verdict import VerdictPane
+
+# Actions a driver carries out; the rest are the screen's own.
+DRIVER_ACTIONS = {
+    "toggle_pause",
+    "step",
+    "auto",
+    "stop",
+    "faster",
+    "slower",
+    "seek_back",
+    "seek_forward",
+    "evaluate_now",
+    "approve",
+    "edit",
+    "edit_external",
+    "override",
+    "skip",
+    "message",
+    "fork",
+}
+
+PANES = {"conversation": "Conversation", "code": "Code", "verdict": "Verdict", "timing": "Timing"}
+
+
+class SessionScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = keymap.bindings()
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (110, "-wide")]
+
+    def __init__(self, driver: Driver) -> None:
+        super().__init__()
+        self.driver = driver
+        self.view = SessionView()
+        self.selected: int | None = None  # None: follow the latest turn
+        self.artifacts = ArtifactCache()
+        self._shown_key: tuple[object, ...] | None = None
+
+    # --- layout ----------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield SessionHeader(id="header")
+        with Horizontal(id="body"):
+            yield ConversationPane(id="conversation")
+            with Vertical(id="work"):
+                yield CodePane(id="code")
+                with Horizontal(id="bottom"):
+                    yield VerdictPane(id="verdict")
+                    yield TimingPane(id="timing")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for pane_id, title in PANES.items():
+            self.query_one(f"#{pane_id}").border_title = title
+        self._refresh_header()
+        self._drive()
+
+    @work(name="driver", group="driver", exclusive=True)
+    async def _drive(self) -> None:
+        await self.driver.run(self)
+
+    async def on_unmount(self) -> None:
+        await self.driver.close()
+
+    # --- the sink the driver feeds ---------------------------------------------------------------
+
+    @property
+    def target(self) -> str:
+        return self.view.start.target if self.view.start else ""
+
+    @property
+    def shown_turn(self) -> int | None:
+        return self.selected if self.selected is not None else self.view.latest_turn
+
+    async def ingest(self, item: Item) -> None:
+        kind = getattr(item, "kind", None)
+        conversation = self.query_one(ConversationPane)
+        if kind == "text_delta":
+            await conversation.stream(item.turn, item.text)  # type: ignore[union-attr]
+            return
+        if kind == "eval_progress":
+            self.view.add_progress(item.turn, item.progress)  # type: ignore[union-attr]
+            if item.turn == self.shown_turn:  # type: ignore[union-attr]
+                turn = self.view.turn(item.turn)  # type: ignore[union-attr]
+                self.query_one(VerdictPane).show(turn.evaluation, turn.progress)
+            return
+        if kind == "model_retry":
+            self.notify(
+                f"model call failed, retrying in {item.delay_s:.0f} s: {item.error}", severity="warning"
+            )  # type: ignore[union-attr]
+            return
+        event: Event = item  # type: ignore[assignment]
+        touched = self.view.apply(event)
+        if isinstance(event, Message):
+            await conversation.add_message(event)
+        if (
+            isinstance(event, SessionStart)
+            or touched is not None
+            and touched == self.shown_turn
+            and isinstance(event, (Candidate, Evaluation, Message))
+        ):
+            self._show_turn()
+        if isinstance(event, Evaluation):
+            self.query_one(TimingPane).show(self.view, self.shown_turn)
+        if isinstance(event, SessionEnd):
+            self.refresh_bindings()
+        self._refresh_header()
+
+    async def rebuild(self, events: list[Event]) -> None:
+        """Fold `events` afresh (a replay seeking) and redraw every pane."""
+        self.view = SessionView.from_events(events)
+        if self.selected is not None and self.selected not in self.view.turns:
+            self.selected = None
+        await self.query_one(ConversationPane).load([e for e in events if isinstance(e, Message)])
+        self._shown_key = None
+        self._show_turn()
+        self.query_one(TimingPane).show(self.view, self.shown_turn)
+        self._refresh_header()
+
+    def state_changed(self) -> None:
+        self._refresh_header()
+        self.refresh_bindings()
+
+    # --- rendering -------------------------------------------------------------------------------
+
+    def _refresh_header(self) -> None:
+        facts = HeaderFacts(
+            state=self.driver.state,
+            mode=self.driver.mode,
+            selected_turn=self.selected,
+            speed=self.driver.speed,
+        )
+        self.query_one(SessionHeader).show(self.view, facts)
+
+    def _show_turn(self) -> None:
+        number = self.shown_turn
+        code = self.query_one(CodePane)
+        verdict = self.query_one(VerdictPane)
+        if number is None:
+            verdict.show(None)
+            return
+        turn = self.view.turn(number)
+        key = (
+            number,
+            turn.candidate.sha256 if turn.candidate else None,
+            id(turn.evaluation),
+            self.target,
+        )
+        if key != self._shown_key:
+            same_turn = self._shown_key is not None and self._shown_key[0] == number
+            documents = self.artifacts.documents(turn, self.view.previous_source(number), self.target)
+            code.show(documents, keep_position=same_turn)
+            self._shown_key = key
+        verdict.show(turn.evaluation, turn.progress)
+
+    def _select(self, number: int | None) -> None:
+        self.selected = number
+        self._show_turn()
+        self.query_one(TimingPane).show(self.view, self.shown_turn)
+        if number is not None:
+            self.query_one(ConversationPane).scroll_to_turn(number)
+        self._refresh_header()
+
+    # --- which actions are possible ---------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        in_mode = keymap.is_mode_action(action, self.driver.mode)
+        if in_mode is False:
+            return False
+        if action in DRIVER_ACTIONS:
+            return True if self.driver.can(action) else None
+        return True
+
+    async def _driver_call(self, name: str) -> None:
+        method = getattr(self.driver, name)
+        result = method()
+        if hasattr(result, "__await__"):
+            await result
+        self.state_changed()
+
+    # --- control actions (delegated to the driver) ------------------------------------------------
+
+    async def action_toggle_pause(self) -> None:
+        await self._driver_call("toggle_pause")
+
+    async def action_faster(self) -> None:
+        await self._driver_call("faster")
+
+    async def action_slower(self) -> None:
+        await self._driver_call("slower")
+
+    def action_seek_back(self) -> None:
+        self.run_worker(self.driver.seek(-1), name="seek", group="seek", exclusive=True)  # type: ignore[attr-defined]
+
+    def action_seek_forward(self) -> None:
+        self.run_worker(self.driver.seek(1), name="seek", group="seek", exclusive=True)  # type: ignore[attr-defined]
+
+    # --- turn navigation ---------------------------------------------------------------------------
+
+    def action_previous_turn(self) -> None:
+        turns = self.view.turn_numbers
+        here = self.shown_turn
+        earlier = [t for t in turns if here is not None and t < here]
+        if earlier:
+            self._select(earlier[-1])
+
+    def action_next_turn(self) -> None:
+        turns = self.view.turn_numbers
+        here = self.shown_turn
+        later = [t for t in turns if here is None or t > here]
+        if later:
+            self._select(None if later[0] == self.view.latest_turn else later[0])
+
+    def action_follow(self) -> None:
+        self._select(None)
+        self.query_one(ConversationPane).follow()
+
+    # --- looking around ----------------------------------------------------------------------------
+
+    def action_tab(self, key: str) -> None:
+        self.query_one(CodePane).activate(key)
+
+    def action_goto_error(self) -> None:
+        number = self.shown_turn
+        result = self.view.turn(number).evaluation if number is not None else None
+        line = first_error_line(result)
+        if line is None:
+            self.notify("no compiler error with a line number in this turn", timeout=2)
+            return
+        code = self.query_one(CodePane)
+        code.activate("cuda")
+        code.view("cuda").goto_line(line - 1)
+
+    def action_focus_pane(self, name: str) -> None:
+        # On a narrow screen the conversation and the code take turns.
+        self.set_class(name == "conversation", "-conversation")
+        pane = self.query_one(f"#{name}")
+        if name == "code":
+            self.query_one(CodePane).view(self.query_one(CodePane).active).focus()
+        elif name == "timing":
+            self.query_one("#timing-table").focus()
+        else:
+            pane.focus()
+
+    def action_zoom(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+            return
+        pane = self._focused_pane()
+        if pane is not None:
+            self.maximize(pane, container=False)
+
+    def _focused_pane(self) -> Widget | None:
+        node = self.focused
+        while node is not None:
+            if node.id in PANES:
+                return node
+            node = node.parent  # type: ignore[assignment]
+        return self.query_one("#code")
+
+    # --- keeping things ------------------------------------------------------------------------------
+
+    def action_screenshot(self) -> None:
+        start = self.view.start
+        stem = f"ptxwb-{start.task if start else 'session'}-turn{self.shown_turn or 0}-{time.strftime('%Y%m%d-%H%M%S')}"
+        path = self.app.save_screenshot(f"{stem}.svg", path=str(Path.cwd()))
+        self.notify(f"screenshot saved: {path}")
+
+    def action_copy_kernel(self) -> None:
+        number = self.shown_turn
+        candidate = self.view.turn(number).candidate if number is not None else None
+        if candidate is None:
+            self.notify("this turn has no kernel", severity="warning")
+            return
+        task = self.view.start.task if self.view.start else "kernel"
+        default = f"{Path(task).stem}-turn{number}.cu"
+
+        def write(answer: str | None) -> None:
+            if not answer:
+                return
+            path = Path(answer).expanduser()
+            if path.exists():
+                self.notify(f"{path} exists: choose another name", severity="error")
+                return
+            try:
+                path.write_text(candidate.source, encoding="utf-8")
+            except OSError as exc:
+                self.notify(f"cannot write {path}: {exc.strerror}", severity="error")
+                return
+            self.notify(f"turn {number}'s kernel written to {path}")
+
+        self.app.push_screen(
+            PromptScreen("Write kernel", f"File for turn {number}'s kernel:", default), write
+        )
+
+    def action_fork(self) -> None:
+        source = self.driver.session_path
+        number = self.shown_turn
+        if source is None or number is None:
+            self.notify("nothing to fork yet", severity="warning")
+            return
+        default = f"{source.stem}-fork-t{number}.jsonl"
+
+        def fork(answer: str | None) -> None:
+            if not answer:
+                return
+            destination = Path(answer).expanduser()
+            try:
+                fork_session(source, number, destination, session_id=uuid.uuid4().hex)
+            except UserError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            self.notify(f"forked at turn {number} into {destination}", timeout=8)
+
+        self.app.push_screen(PromptScreen("Fork", f"Fork at turn {number} into:", default), fork)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(self.driver.mode))
+
+    def action_quit(self) -> None:
+        self.app.exit()

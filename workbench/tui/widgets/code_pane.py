@@ -1,0 +1,52 @@
+"""The code pane: CUDA, PTX, SASS and Diff tabs over one virtualised view each."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Label, TabbedContent, TabPane
+
+from workbench.tui.document import CodeDocument
+from workbench.tui.widgets.code_view import CodeView
+
+TABS = {"cuda": "CUDA", "ptx": "PTX", "sass": "SASS", "diff": "Diff"}
+
+
+class CodePane(Vertical):
+    ALLOW_MAXIMIZE = True  # `z` zooms the pane
+    DEFAULT_CSS = """
+    CodePane TabPane { padding: 0; }
+    CodePane .summary { height: 1; color: $text-muted; padding: 0 1; width: 1fr; }
+    CodePane CodeView { height: 1fr; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(id="code-tabs"):
+            for key, title in TABS.items():
+                with TabPane(title, id=f"tab-{key}"):
+                    yield Label("", classes="summary", id=f"summary-{key}")
+                    yield CodeView(id=f"code-{key}")
+
+    def show(self, documents: dict[str, CodeDocument], *, keep_position: bool = False) -> None:
+        for key, document in documents.items():
+            self.query_one(f"#code-{key}", CodeView).show(document, keep_position=keep_position)
+            self.query_one(f"#summary-{key}", Label).update(self._summary(key, document))
+
+    @staticmethod
+    def _summary(key: str, document: CodeDocument) -> str:
+        hint = "  n/N: next/previous marked line" if document.marks else ""
+        return f"{TABS[key]} · {document.summary()}{hint}"
+
+    @property
+    def active(self) -> str:
+        return (self.query_one(TabbedContent).active or "tab-cuda").removeprefix("tab-")
+
+    def activate(self, key: str) -> None:
+        self.query_one(TabbedContent).active = f"tab-{key}"
+        self.view(key).focus()
+
+    def view(self, key: str) -> CodeView:
+        return self.query_one(f"#code-{key}", CodeView)
+
+    def document(self, key: str) -> CodeDocument:
+        return self.view(key).document

@@ -1,0 +1,175 @@
+"""A read-only, virtualised code view: only the lines on screen are highlighted and rendered.
+
+Built on Textual's Line API (`ScrollView.render_line`), like a log viewer, so a 20k-line SASS listing
+opens as fast as a 20-line one. Lines of the target's instruction families carry a tag in the gutter
+and a tinted background; `n` / `N` jump between them.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from workbench.tui.document import CodeDocument
+from workbench.tui.families import TAGS
+from workbench.tui.highlight import LINE_ORIENTED, TokenStyles, highlight_line, highlight_whole
+
+TAG_WIDTH = 7
+
+
+class CodeView(ScrollView, can_focus=True):
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "code-view--gutter",
+        "code-view--mark",
+        "code-view--tag",
+        "code-view--cursor",
+        "code-view--missing",
+    }
+    DEFAULT_CSS = """
+    CodeView { background: $surface; }
+    CodeView > .code-view--gutter { color: $text-muted; }
+    CodeView > .code-view--mark { background: $success 12%; }
+    CodeView > .code-view--tag { color: $success; text-style: bold; }
+    CodeView > .code-view--cursor { background: $accent 30%; }
+    CodeView > .code-view--missing { color: $text-warning; text-style: italic; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("n", "next_mark", "Next mark", show=False),
+        Binding("N", "previous_mark", "Prev mark", show=False),
+    ]
+
+    cursor_line: reactive[int | None] = reactive(None)
+
+    class CursorMoved(Message):
+        def __init__(self, view: CodeView, line: int | None) -> None:
+            self.view = view
+            self.line = line
+            super().__init__()
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.document = CodeDocument.missing("nothing yet")
+        self._strips: LRUCache[int, Strip] = LRUCache(2048)
+        self._whole: list[Text] | None = None
+        self._styles: TokenStyles | None = None
+        self._mark_lines: list[int] = []
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "theme", self._theme_changed, init=False)
+
+    def _theme_changed(self) -> None:
+        self._styles = None
+        self._strips.clear()
+        self.refresh()
+
+    def show(self, document: CodeDocument, *, keep_position: bool = False) -> None:
+        self.document = document
+        self._strips.clear()
+        self._whole = None
+        self._mark_lines = sorted(document.marks)
+        self.cursor_line = None
+        self.virtual_size = Size(document.width + self._gutter_width(), len(document.lines))
+        if not keep_position:
+            self.scroll_to(0, 0, animate=False, immediate=True)
+        self.refresh()
+
+    def goto_line(self, line: int) -> None:
+        """Put the cursor on a 0-based line and scroll it into view (a third from the top)."""
+        if not self.document.lines:
+            return
+        line = max(0, min(line, len(self.document.lines) - 1))
+        self.cursor_line = line
+        self.scroll_to(y=max(0, line - self.scrollable_content_region.height // 3), animate=False)
+
+    def action_next_mark(self) -> None:
+        self._jump(1)
+
+    def action_previous_mark(self) -> None:
+        self._jump(-1)
+
+    def _jump(self, direction: int) -> None:
+        if not self._mark_lines:
+            self.notify("no target-family lines in this listing", severity="warning", timeout=2)
+            return
+        here = self.cursor_line if self.cursor_line is not None else self.scroll_offset.y - 1
+        if direction > 0:
+            after = [m for m in self._mark_lines if m > here]
+            self.goto_line(after[0] if after else self._mark_lines[0])
+        else:
+            before = [m for m in self._mark_lines if m < here]
+            self.goto_line(before[-1] if before else self._mark_lines[-1])
+
+    def watch_cursor_line(self, line: int | None) -> None:
+        self.refresh()
+        self.post_message(self.CursorMoved(self, line))
+
+    def _gutter_width(self) -> int:
+        return self._number_width() + (TAG_WIDTH if self.document.marks else 0)
+
+    def _number_width(self) -> int:
+        return len(str(max(len(self.document.lines), 1))) + 1
+
+    def _token_styles(self) -> TokenStyles:
+        if self._styles is None:
+            self._styles = TokenStyles(dark=self.app.current_theme.dark)
+        return self._styles
+
+    def _code_strip(self, index: int) -> Strip:
+        strip = self._strips.get(index)
+        if strip is not None:
+            return strip
+        doc = self.document
+        styles = self._token_styles()
+        if doc.language in LINE_ORIENTED:
+            text = highlight_line(doc.lines[index], doc.language, styles)
+        else:
+            if self._whole is None:
+                self._whole = highlight_whole("\n".join(doc.lines), doc.language, styles)
+            text = self._whole[index]
+        segments = [s for s in text.render(self.app.console) if s.text != "\n"]
+        strip = Strip(segments, text.cell_len)
+        self._strips.set(index, strip)
+        return strip
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        doc = self.document
+        if doc.unavailable:
+            if y == 1:
+                style = base + self.get_component_rich_style("code-view--missing")
+                return Strip([Segment(f"  {doc.unavailable}", style)]).extend_cell_length(width, base)
+            return Strip.blank(width, base)
+        if index >= len(doc.lines):
+            return Strip.blank(width, base)
+        family = doc.marks.get(index)
+        line_style = base
+        if family:
+            line_style = base + self.get_component_rich_style("code-view--mark")
+        if index == self.cursor_line:
+            line_style = line_style + self.get_component_rich_style("code-view--cursor")
+        gutter = [Segment(f"{index + 1:>{self._number_width() - 1}} ", line_style + self._gutter_style())]
+        if doc.marks:
+            tag = TAGS.get(family, family)[: TAG_WIDTH - 1] if family else ""
+            gutter.append(Segment(f"{tag:<{TAG_WIDTH - 1}} ", line_style + self._tag_style()))
+        code_width = max(0, width - self._gutter_width())
+        code = self._code_strip(index).crop(scroll_x, scroll_x + code_width).apply_style(line_style)
+        return Strip.join([Strip(gutter), code]).extend_cell_length(width, line_style)
+
+    def _gutter_style(self) -> Style:
+        return self.get_component_rich_style("code-view--gutter", partial=True)
+
+    def _tag_style(self) -> Style:
+        return self.get_component_rich_style("code-view--tag", partial=True)

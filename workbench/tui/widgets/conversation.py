@@ -1,0 +1,181 @@
+"""The conversation pane: messages as markdown, the model's reply streamed as its tokens arrive.
+
+Long messages (the system prompt with its knowledge pack, evaluation feedback) start collapsed, and
+their markdown is only parsed when opened.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Collapsible, Label, Markdown
+from textual.widgets.markdown import MarkdownStream
+
+from workbench.session.events import Message
+
+LONG_LINES = 40
+LONG_CHARS = 4000
+
+ROLE_TITLES = {"system": "system", "user": "user", "assistant": "assistant"}
+
+
+def is_long(content: str) -> bool:
+    return len(content) > LONG_CHARS or content.count("\n") > LONG_LINES
+
+
+def message_title(message: Message) -> str:
+    parts = [ROLE_TITLES[message.role]]
+    if message.source not in ("model",) or message.role != "assistant":
+        parts.append(message.source)
+    if message.usage:
+        parts.append(f"{message.usage.prompt_tokens:,}↑ {message.usage.completion_tokens:,}↓ tok")
+    if message.cost_usd is not None:
+        parts.append(f"${message.cost_usd:.4f}")
+    if message.latency_s is not None:
+        parts.append(f"{message.latency_s:.1f} s")
+    return " · ".join(parts)
+
+
+def summary_line(content: str) -> str:
+    first = next((line.strip("# ").strip() for line in content.splitlines() if line.strip()), "")
+    lines = content.count("\n") + 1
+    return f"{first[:60]}{'…' if len(first) > 60 else ''}  ({lines:,} lines)"
+
+
+class LazyMarkdown(Collapsible):
+    """A collapsed message whose markdown is built the first time it is opened."""
+
+    def __init__(self, content: str) -> None:
+        super().__init__(title=summary_line(content), collapsed=True)
+        self._content = content
+        self._built = False
+
+    def on_collapsible_expanded(self, event: Collapsible.Expanded) -> None:
+        if event.collapsible is self and not self._built:
+            self._built = True
+            self.query_one(Collapsible.Contents).mount(Markdown(self._content))
+
+
+class MessageBlock(Vertical):
+    DEFAULT_CSS = """
+    MessageBlock { height: auto; margin: 0 0 1 0; }
+    MessageBlock > .title { color: $text-muted; text-style: bold; }
+    MessageBlock.-assistant > .title { color: $accent; }
+    MessageBlock.-user > .title { color: $secondary; }
+    MessageBlock Markdown { margin: 0; padding: 0 1; }
+    MessageBlock MarkdownBlock:last-child { margin-bottom: 0; }
+    MessageBlock Collapsible { padding-bottom: 0; }
+    """
+
+    def __init__(self, message: Message | None, *, role: str = "assistant", turn: int | None = None) -> None:
+        super().__init__(classes=f"-{message.role if message else role}")
+        self.message = message
+        self.turn = message.turn if message else turn
+        self._stream: MarkdownStream | None = None
+        self._streamed: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        if self.message is None:
+            yield Label(f"{ROLE_TITLES['assistant']} · streaming…", classes="title")
+            yield Markdown("")
+            return
+        yield Label(message_title(self.message), classes="title")
+        if is_long(self.message.content):
+            yield LazyMarkdown(self.message.content)
+        else:
+            yield Markdown(self.message.content)
+
+    @property
+    def streaming(self) -> bool:
+        return self.message is None
+
+    async def write(self, delta: str) -> None:
+        if self._stream is None:
+            self._stream = Markdown.get_stream(self.query_one(Markdown))
+        self._streamed.append(delta)
+        await self._stream.write(delta)
+
+    async def finish(self, message: Message) -> None:
+        """The whole message arrived: stop streaming; the recorded text wins over the deltas."""
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        self.message = message
+        self.query_one(".title", Label).update(message_title(message))
+        if "".join(self._streamed) != message.content:
+            await self.query_one(Markdown).update(message.content)
+
+
+class ConversationPane(VerticalScroll):
+    ALLOW_MAXIMIZE = True  # `z` zooms the pane
+    DEFAULT_CSS = """
+    ConversationPane { padding: 0 1; }
+    ConversationPane > .turn-rule { color: $text-muted; width: 1fr; text-align: center; margin: 0 0 1 0; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._turns_shown: set[int] = set()
+
+    def on_mount(self) -> None:
+        # Stay at the bottom as messages arrive, until the person scrolls up.
+        self.anchor()
+
+    async def reset(self) -> None:
+        self._turns_shown.clear()
+        await self.remove_children()
+
+    async def load(self, messages: list[Message]) -> None:
+        """Show exactly these messages (a replay seeking), mounted in one go."""
+        await self.reset()
+        widgets: list[Label | MessageBlock] = []
+        for message in messages:
+            if message.turn is not None and message.turn not in self._turns_shown:
+                self._turns_shown.add(message.turn)
+                widgets.append(self._rule(message.turn))
+            widgets.append(MessageBlock(message))
+        await self.mount_all(widgets)
+        self.scroll_end(animate=False)
+
+    async def add_message(self, message: Message) -> None:
+        if message.role == "assistant":
+            streaming = self._streaming_block(message.turn)
+            if streaming is not None:
+                await streaming.finish(message)
+                return
+        await self._turn_rule(message.turn)
+        await self.mount(MessageBlock(message))
+
+    async def stream(self, turn: int | None, delta: str) -> None:
+        block = self._streaming_block(turn)
+        if block is None:
+            await self._turn_rule(turn)
+            block = MessageBlock(None, turn=turn)
+            await self.mount(block)
+        await block.write(delta)
+
+    def _streaming_block(self, turn: int | None) -> MessageBlock | None:
+        for block in reversed(self.query(MessageBlock)):
+            if block.streaming and block.turn == turn:
+                return block
+        return None
+
+    async def _turn_rule(self, turn: int | None) -> None:
+        if turn is None or turn in self._turns_shown:
+            return
+        self._turns_shown.add(turn)
+        await self.mount(self._rule(turn))
+
+    @staticmethod
+    def _rule(turn: int) -> Label:
+        return Label(f"── turn {turn} ──", classes="turn-rule", id=f"turn-{turn}")
+
+    def scroll_to_turn(self, turn: int) -> None:
+        found = self.query(f"#turn-{turn}")
+        if found:
+            self.release_anchor()
+            self.scroll_to_widget(found.first(), top=True, animate=False)
+
+    def follow(self) -> None:
+        self.anchor()
+        self.scroll_end(animate=False)

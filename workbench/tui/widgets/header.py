@@ -1,0 +1,80 @@
+"""The status header: task, target, model, turn n/N, the state pill, tokens and cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widgets import Static
+
+from workbench.tui.model import SessionView
+
+# state -> pill style
+STATE_STYLES = {
+    "idle": "reverse dim",
+    "playing": "reverse green",
+    "paused": "reverse yellow",
+    "streaming": "reverse cyan",
+    "awaiting approval": "reverse magenta",
+    "evaluating": "reverse blue",
+    "watching": "reverse green",
+    "ended": "reverse dim",
+    "error": "reverse red",
+}
+
+
+@dataclass
+class HeaderFacts:
+    """What the header needs beyond the session view: the app's state and mode."""
+
+    state: str
+    mode: str
+    selected_turn: int | None
+    speed: float | None = None
+
+
+def render_header(view: SessionView, facts: HeaderFacts) -> Text:
+    start = view.start
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(" PTX Workbench ", style="bold reverse")
+    text.append(" ")
+    if start is None:
+        text.append("no session loaded", style="dim")
+        return text
+    text.append(start.task, style="bold")
+    text.append(f" · {start.target} · ", style="dim")
+    text.append(start.model)
+    if start.parent_session:
+        text.append(f" · fork of {start.parent_session[:8]}@{start.fork_turn}", style="dim")
+    text.append("\n ")
+    pill = facts.state + (
+        f" ×{facts.speed:g}" if facts.speed and facts.state in ("playing", "paused") else ""
+    )
+    text.append(f" {pill} ", style=STATE_STYLES.get(facts.state, "reverse"))
+    text.append(f" {facts.mode}", style="dim")
+    latest = view.latest_turn or 0
+    limit = view.max_turns
+    shown = facts.selected_turn if facts.selected_turn is not None else latest
+    text.append("  turn ")
+    text.append(f"{shown}", style="bold")
+    text.append(f"/{limit if limit else latest}")
+    if facts.selected_turn is not None and facts.selected_turn != latest:
+        text.append(f" (latest {latest})", style="dim")
+    prompt, completion = view.tokens()
+    if prompt or completion:
+        text.append(f"  tokens {prompt:,}↑ {completion:,}↓")
+    cost = view.cost()
+    if cost is not None:
+        text.append(f"  ${cost:.4f}")
+    if view.end is not None:
+        text.append(f"  ended: {view.end.reason.replace('_', ' ')}", style="dim")
+    return text
+
+
+class SessionHeader(Static):
+    DEFAULT_CSS = """
+    SessionHeader { height: 2; background: $panel; color: $text; }
+    """
+
+    def show(self, view: SessionView, facts: HeaderFacts) -> None:
+        self.update(render_header(view, facts))

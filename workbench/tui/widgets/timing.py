@@ -1,0 +1,98 @@
+"""The timing pane: every turn's candidate against each baseline, and the speedup trend."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Label, Sparkline
+
+from workbench.evaluate.result import TimingStats
+from workbench.tui.model import SessionView
+from workbench.tui.widgets.verdict import status_icon, status_style
+
+
+def spread(stats: TimingStats) -> str:
+    """Interquartile range as a share of the median: how noisy the number is."""
+    if stats.median_ms <= 0:
+        return "—"
+    return f"±{(stats.p75_ms - stats.p25_ms) / 2 / stats.median_ms:.1%}"
+
+
+def speedup_text(value: float | None) -> Text:
+    if value is None:
+        return Text("—", style="dim")
+    return Text(f"{value:.2f}×", style="bold green" if value >= 1.0 else "yellow")
+
+
+def trend_caption(view: SessionView) -> str:
+    points = [(n, t.speedup) for n, t in sorted(view.turns.items()) if t.speedup is not None]
+    if not points:
+        return "speedup trend: no timed turn yet"
+    best_turn, best = max(points, key=lambda p: p[1])
+    first, last = points[0][1], points[-1][1]
+    return f"speedup {first:.2f}× → {last:.2f}× · best {best:.2f}× (turn {best_turn})"
+
+
+class TimingPane(Vertical):
+    ALLOW_MAXIMIZE = True  # `z` zooms the pane
+    DEFAULT_CSS = """
+    TimingPane > DataTable { height: 1fr; }
+    TimingPane > Horizontal { height: 1; }
+    TimingPane Sparkline { width: 1fr; height: 1; }
+    TimingPane #trend-caption { width: auto; padding: 0 1 0 0; }
+    """
+
+    def compose(self) -> ComposeResult:
+        table: DataTable[object] = DataTable(cursor_type="row", zebra_stripes=True, id="timing-table")
+        yield table
+        with Horizontal():
+            yield Label("speedup trend: no timed turn yet", id="trend-caption")
+            yield Sparkline([], id="trend")
+
+    def show(self, view: SessionView, selected: int | None) -> None:
+        table = self.query_one(DataTable)
+        baselines: list[str] = []
+        for turn in view.turns.values():
+            timing = turn.evaluation.stages.timing if turn.evaluation else None
+            for baseline in timing.baselines if timing else []:
+                if baseline.name not in baselines:
+                    baselines.append(baseline.name)
+        table.clear(columns=True)
+        table.add_column("turn", key="turn")
+        table.add_column("verdict", key="verdict")
+        table.add_column("ms", key="ms")
+        for name in baselines:
+            table.add_column(f"× {name}", key=f"{name}-x")
+            table.add_column(f"{name} ms", key=f"{name}-ms")
+        for number, turn in sorted(view.turns.items()):
+            result = turn.evaluation
+            if result is None:
+                pending = Text("…" if turn.candidate else "", style="dim")
+                table.add_row(str(number), pending, "", *[""] * (2 * len(baselines)), key=str(number))
+                continue
+            timing = result.stages.timing
+            candidate = timing.candidate
+            row: list[object] = [
+                str(number),
+                Text(
+                    f"{status_icon(result.status)} {result.status.value}", style=status_style(result.status)
+                ),
+                f"{candidate.median_ms:.4g} {spread(candidate)}" if candidate else "—",
+            ]
+            by_name = {b.name: b for b in timing.baselines}
+            for name in baselines:
+                baseline = by_name.get(name)
+                if baseline is None or candidate is None or candidate.median_ms <= 0:
+                    row += [speedup_text(None), "—"]
+                else:
+                    row += [
+                        speedup_text(baseline.median_ms / candidate.median_ms),
+                        f"{baseline.median_ms:.4g}",
+                    ]
+            table.add_row(*row, key=str(number))
+        if selected is not None and str(selected) in table.rows:
+            table.move_cursor(row=table.get_row_index(str(selected)), animate=False)
+        speedups = [t.speedup or 0.0 for _, t in sorted(view.turns.items()) if t.evaluation is not None]
+        self.query_one(Sparkline).data = speedups
+        self.query_one("#trend-caption", Label).update(trend_caption(view))
