@@ -1,0 +1,88 @@
+"""The library ban: rules, lines, comments ignored, strings scanned; real banned kernels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workbench.evaluate.ban import scan
+
+KERNELS = Path(__file__).parent / "data" / "kernels"
+
+
+def rules(source: str) -> list[tuple[int, str]]:
+    return [(f.line, f.rule) for f in scan(source)]
+
+
+@pytest.mark.parametrize(
+    "name", ["abi_example.cu", "wgmma_gemm.cu", "mma_sync_gemm.cu", "tma_copy.cu", "tcgen05_gemm.cu"]
+)
+def test_own_kernels_pass(name: str) -> None:
+    assert scan((KERNELS / name).read_text()) == []
+
+
+def test_cublas_kernel_is_banned_on_its_include_and_calls() -> None:
+    findings = scan((KERNELS / "banned_cublas.cu").read_text())
+    assert (findings[0].line, findings[0].rule) == (2, "cublas")
+    assert "cuBLAS" in findings[0].describe() and "line 2" in findings[0].describe()
+    assert {f.rule for f in findings} == {"cublas"}
+    assert {11, 12} <= {f.line for f in findings}
+
+
+def test_dlopen_kernel_is_banned_but_its_comment_is_not() -> None:
+    found = rules((KERNELS / "banned_dlopen.cu").read_text())
+    assert (14, "dynamic_loading") in found and (14, "library_name") in found
+    assert (15, "dynamic_loading") in found
+    assert all(line > 3 for line, _ in found), "the comment naming cublas must not count"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("#include <cudnn.h>\n", [(1, "cudnn")]),
+        ("#include <cutlass/gemm/device/gemm.h>\n", [(1, "cutlass")]),
+        ("#include <cute/tensor.hpp>\n", [(1, "cutlass")]),
+        ("#include <cublasLt.h>\n", [(1, "cublas")]),
+        ("#include <thrust/sort.h>\n", [(1, "cub_thrust")]),
+        ("#include <torch/extension.h>\n", [(1, "include_not_allowed")]),
+        ('#include "my_helpers.cuh"\n', [(1, "include_not_allowed")]),
+        ("#include HEADER_MACRO\n", [(1, "include_not_allowed")]),
+        ("  #  include_next <cuda.h>\n", [(1, "include_not_allowed")]),
+        ("int x;\nusing namespace cute;\n", [(2, "cutlass")]),
+        ("int x;\n\nauto t = cute::make_tensor(p);\n", [(3, "cutlass")]),
+        ("CUTLASS_DEVICE void f();\n", [(1, "cutlass")]),
+        ("void* h = dlopen(name, 1);\n", [(1, "dynamic_loading")]),
+        ('const char* lib = "libcudnn_ops.so";\n', [(1, "library_name")]),
+        ('const char* n = R"x(libfoo.so.1)x";\n', [(1, "library_name")]),
+    ],
+)
+def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
+    assert rules(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "#include <cuda_runtime.h>\n#include <cuda_bf16.h>\n#include <cuda_fp8.h>\n#include <cuda.h>\n",
+        "#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n#include <cuda/barrier>\n",
+        "#include <tvm/ffi/function.h>\n#include <dlpack/dlpack.h>\n#include <vector>\n#include <stdint.h>\n",
+        "#include <mma.h>\n#include <cudaTypedefs.h>\n#include <cstdio>\n",
+        "// #include <cublas_v2.h>\n/* cudnnConvolutionForward(\n cutlass::gemm */ int x;\n",
+        'printf("ok\\n"); // dlopen("libcublas.so")\n',
+        "int big = 1'000'000; char c = 'x'; const char* s = \"a /* not a comment */ b\";\n",
+        "float cuteness = 1.0f;  // cublas, cute::\n",
+    ],
+)
+def test_allowed(source: str) -> None:
+    assert scan(source) == []
+
+
+def test_comment_markers_inside_strings_do_not_hide_code() -> None:
+    source = 'const char* s = "/*";\ncublasCreate(&h);\nconst char* t = "*/";\n'
+    assert rules(source) == [(2, "cublas")]
+
+
+def test_line_numbers_survive_block_comments_and_raw_strings() -> None:
+    source = '/* one\ntwo\nthree */\nauto r = R"(a\nb)";\n#include <cudnn.h>\n'
+    assert rules(source) == [(6, "cudnn")]

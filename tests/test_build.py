@@ -1,0 +1,142 @@
+"""The build stage on real nvcc: artifacts, the ptxas report, warnings, errors, cache, timeout."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.build_support import KERNELS, build_kernel, needs_nvcc, session_cache
+from workbench.evaluate.build import build, compile_source, first_errors, parse_ptxas
+from workbench.evaluate.render import short_kernel
+from workbench.evaluate.result import Status
+from workbench.tasks import get_target
+
+pytestmark = needs_nvcc
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return session_cache(tmp_path_factory)
+
+
+def test_wgmma_kernel_builds_with_ptx_cubin_and_report(cache: Path) -> None:
+    stage = build_kernel("wgmma_gemm.cu", "hopper", cache)
+    assert stage.status == Status.passed, stage.compiler_output
+    for path in (stage.library_path, stage.ptx_path, stage.cubin_path):
+        assert path is not None and Path(path).is_file()
+    assert "wgmma.mma_async" in Path(stage.ptx_path or "").read_text()
+    assert Path(stage.cubin_path or "").read_bytes()[:4] == b"\x7fELF"
+    assert "-gencode" in stage.command and "arch=compute_90a,code=sm_90a" in stage.command
+    assert {"-O3", "-lineinfo", "--ptxas-options=-v", "-shared"} <= set(stage.command)
+    [kernel] = stage.resources
+    assert kernel.kernel.startswith("(anonymous namespace)::gemm_wgmma(")  # demangled
+    assert kernel.registers and kernel.registers > 0
+    assert kernel.shared_bytes == 2 * 64 * 16 * 2  # the two bf16 operand tiles
+    assert (kernel.spill_stores_bytes, kernel.spill_loads_bytes) == (0, 0)
+    assert stage.toolchain and "release" in stage.toolchain
+
+
+def test_second_build_is_a_cache_hit(cache: Path) -> None:
+    first = build_kernel("wgmma_gemm.cu", "hopper", cache)
+    second = build_kernel("wgmma_gemm.cu", "hopper", cache)
+    assert second.cache_hit and second.status == Status.passed
+    assert second.build_key == first.build_key
+    assert second.resources == first.resources
+    assert second.library_path == first.library_path
+
+
+def test_hopper_advisories_become_structured_warnings(cache: Path) -> None:
+    stage = build_kernel("wgmma_serialized.cu", "hopper", cache)
+    assert stage.status == Status.passed, stage.compiler_output
+    kinds = {(w.code, w.kind) for w in stage.warnings}
+    assert ("C7508", "setmaxnreg_ignored") in kinds
+    assert ("C7514", "wgmma_serialized") in kinds
+    assert {"C7517", "C7519"} <= {w.code for w in stage.warnings if w.kind == "wgmma_sync_injected"}
+    serialized = next(w for w in stage.warnings if w.kind == "wgmma_serialized")
+    assert serialized.kernel and "serialized_wgmma" in serialized.kernel
+    assert "serialized_wgmma" in serialized.text and "_ZN" not in serialized.text
+    assert "wgmma_serialized (C7514)" in stage.message
+    assert {short_kernel(r.kernel) for r in stage.resources} == {"serialized_wgmma", "ignored_setmaxnreg"}
+
+
+def test_compile_error_keeps_output_and_trims_errors(cache: Path) -> None:
+    stage = build_kernel("compile_error.cu", "hopper", cache)
+    assert stage.status == Status.compile_error
+    assert stage.errors == ['kernel.cu(12): error: identifier "undeclared_value" is undefined']
+    assert stage.errors[0] in stage.message
+    assert "undeclared_value" in stage.compiler_output and "/tmp" not in stage.compiler_output
+    assert stage.library_path is None and stage.cubin_path is None
+    again = build_kernel("compile_error.cu", "hopper", cache)
+    assert again.cache_hit and again.status == Status.compile_error
+
+
+def test_missing_run_export_is_a_build_failure(cache: Path) -> None:
+    source = (
+        (KERNELS / "abi_example.cu")
+        .read_text()
+        .replace("TVM_FFI_DLL_EXPORT_TYPED_FUNC(run,", "TVM_FFI_DLL_EXPORT_TYPED_FUNC(other,")
+    )
+    stage = asyncio.run(build(source, get_target("hopper"), 300, cache))
+    assert stage.status == Status.compile_error
+    assert "exports no `run`" in stage.message
+
+
+def test_timeout_kills_nvcc_and_is_not_cached(tmp_path: Path) -> None:
+    source = (KERNELS / "abi_example.cu").read_text() + "\n// timeout test\n"
+    stage = asyncio.run(compile_source(source, get_target("hopper"), 0.2, tmp_path))
+    assert stage.status == Status.timeout
+    assert "0.2 s" in stage.message
+    assert not any(p.name == stage.build_key for p in tmp_path.rglob("*")), "a timeout must not be cached"
+    assert not list(tmp_path.glob("build-*")), "the temporary build folder is removed"
+
+
+def test_banned_source_never_reaches_nvcc(tmp_path: Path) -> None:
+    stage = asyncio.run(
+        build((KERNELS / "banned_cublas.cu").read_text(), get_target("hopper"), 300, tmp_path)
+    )
+    assert stage.status == Status.banned
+    assert stage.message.startswith("line 2: [cublas]")
+    assert not any(tmp_path.iterdir())
+
+
+def test_parse_ptxas_entry_functions_only() -> None:
+    # Captured from nvcc 13.0 -O3 --ptxas-options=-v on sm_90a (device function `opaque` is not a kernel).
+    output = """\
+ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions reading accumulator registers of  a wgmma between start and end of the pipeline stage in the function '_Z13serial_kernelPfmm'
+ptxas info    : (C7508) Potential Performance Loss: 'setmaxnreg' ignored; unable to determine register count at entry.
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z13serial_kernelPfmm' for 'sm_90a'
+ptxas info    : Function properties for _Z13serial_kernelPfmm
+    32 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 34 registers, used 0 barriers, 32 bytes cumulative stack size, 4096 bytes smem, 360 bytes cmem[0]
+ptxas info    : Compile time = 5.714 ms
+ptxas info    : Function properties for _Z6opaquePf
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+"""
+    resources, warnings = parse_ptxas(output)
+    [kernel] = resources
+    assert kernel.kernel == "_Z13serial_kernelPfmm"
+    assert (
+        kernel.registers,
+        kernel.stack_frame_bytes,
+        kernel.spill_stores_bytes,
+        kernel.spill_loads_bytes,
+    ) == (
+        34,
+        32,
+        8,
+        4,
+    )
+    assert (kernel.shared_bytes, kernel.constant_bytes) == (4096, 360)
+    assert [(w.code, w.kind, w.kernel) for w in warnings] == [
+        ("C7514", "wgmma_serialized", "_Z13serial_kernelPfmm"),
+        ("C7508", "setmaxnreg_ignored", None),
+    ]
+
+
+def test_first_errors_skips_summary_lines() -> None:
+    output = 'kernel.cu(3): error: expected a ";"\nkernel.cu(9): error: x\n2 errors detected in the compilation of "kernel.cu".\n'
+    assert first_errors(output) == ['kernel.cu(3): error: expected a ";"', "kernel.cu(9): error: x"]
+    assert len(first_errors("\n".join(f"k.cu({i}): error: e" for i in range(20)))) == 5

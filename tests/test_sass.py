@@ -1,0 +1,134 @@
+"""Static SASS on real cuobjdump output: parsing, opcodes, families, the required family."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.build_support import build_kernel, needs_nvcc, session_cache
+from workbench.evaluate.result import StaticStage, Status
+from workbench.evaluate.sass import FAMILIES, family_counts, missing_family_message, parse_sass, static_stage
+from workbench.evaluate.toolchain import find_tool
+from workbench.tasks import get_target
+
+# Captured with cuobjdump --dump-sass from tests/data/kernels/tma_copy.cu built by nvcc 13.0 for sm_90a.
+TMA_DUMP = Path(__file__).parent / "data" / "sass" / "tma_copy.sm_90a.sass"
+
+needs_cuobjdump = pytest.mark.skipif(find_tool("cuobjdump") is None, reason="cuobjdump is not installed")
+
+
+def test_parser_counts_instruction_lines_only() -> None:
+    text = TMA_DUMP.read_text()
+    dump = parse_sass(text)
+    [name] = dump.kernels
+    assert "tma_copy" in name
+    instruction_lines = [line for line in text.splitlines() if re.match(r"^\s*/\*[0-9a-f]{4}\*/", line)]
+    assert sum(dump.opcodes.values()) == len(instruction_lines)
+    assert dump.opcodes["UTMALDG"] == 1 and dump.opcodes["UTMASTG"] == 1
+    assert dump.opcodes["SYNCS"] == 4
+    assert dump.opcodes["ELECT"] == 1  # `@P0 ELECT P2, URZ, PT`: the predicate is not the opcode
+    assert not any(op.startswith(("@", "P")) and op not in ("PLOP3", "PRMT") for op in dump.opcodes)
+    assert dump.mnemonics["UTMALDG.2D"] == 1
+    assert dump.mnemonics["SYNCS.PHASECHK.TRANS64.TRYWAIT"] == 2
+
+
+def test_families_of_the_tma_dump() -> None:
+    opcodes = parse_sass(TMA_DUMP.read_text()).opcodes
+    families = family_counts(opcodes)
+    assert families["TMA"] == 3  # UTMALDG, UTMASTG, UTMACMDFLUSH
+    assert families["MBARRIER"] == 4
+    assert "GMMA" not in families
+    message = missing_family_message("GMMA", opcodes)
+    assert "no GMMA instruction" in message and "UTMALDG x1" in message and "SYNCS x4" in message
+
+
+def test_predicates_and_modifiers() -> None:
+    text = (
+        "\t\tFunction : k\n"
+        "        /*0000*/              @!PT HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24, gsb0 ;  /* 0x0 */\n"
+        "                                                                                         /* 0x000 */\n"
+        "        /*0010*/               @P1 SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [UR5], R0 ;\n"
+        "        /*0020*/              @!UP0 UTCHMMA gdesc[UR6], gdesc[UR8], tmem[UR12], idesc[UR17], UP0 ;\n"
+        "        /*0030*/                   EXIT ;\n"
+    )
+    dump = parse_sass(text)
+    assert dict(dump.kernels["k"]) == {"HGMMA": 1, "SYNCS": 1, "UTCHMMA": 1, "EXIT": 1}
+    assert family_counts(dump.opcodes) == {"GMMA": 1, "MBARRIER": 1, "TCGEN05_MMA": 1}
+
+
+def test_family_tables_match_design() -> None:
+    assert {"HGMMA", "QGMMA", "IGMMA"} <= FAMILIES["GMMA"]
+    assert {"UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF"} <= FAMILIES["TMA"]
+    assert FAMILIES["BULK"] >= {"UBLKCP"} and FAMILIES["MBARRIER"] == {"SYNCS"}
+    assert FAMILIES["SETMAXNREG"] == {"USETMAXREG"}
+    assert {"UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA"} <= FAMILIES["TCGEN05_MMA"]
+    assert FAMILIES["TMEM"] == {"LDTM", "STTM"}
+    assert {"UTCBAR", "UTCATOMSWS"} <= FAMILIES["TCGEN05_OTHER"]
+
+
+# ------------------------------------------------------------------ live: nvcc + cuobjdump
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return session_cache(tmp_path_factory)
+
+
+def static_of(name: str, target: str, cache: Path) -> StaticStage:
+    build = build_kernel(name, target, cache)
+    assert build.status == Status.passed, build.compiler_output
+    return asyncio.run(static_stage(build, get_target(target)))
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_wgmma_kernel_has_gmma(cache: Path) -> None:
+    stage = static_of("wgmma_gemm.cu", "hopper", cache)
+    assert stage.status == Status.passed
+    assert stage.required_family == "GMMA" and stage.required_present
+    assert stage.families["GMMA"] == stage.opcodes["HGMMA"] >= 1
+    [(kernel, counts)] = stage.kernels.items()
+    assert "gemm_wgmma" in kernel and counts["HGMMA"] >= 1
+    assert stage.sass_path and Path(stage.sass_path).is_file()
+    assert "HGMMA.64x64x16.F32.BF16" in Path(stage.sass_path).read_text()
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_mma_sync_kernel_is_missing_gmma_and_says_hmma(cache: Path) -> None:
+    stage = static_of("mma_sync_gemm.cu", "hopper", cache)
+    assert stage.status == Status.static_missing_family and not stage.required_present
+    assert stage.families.get("MMA_SYNC", 0) >= 1 and "GMMA" not in stage.families
+    assert "HMMA x" in stage.message and "mma.sync/WMMA" in stage.message
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_simt_kernel_has_no_family(cache: Path) -> None:
+    stage = static_of("abi_example.cu", "hopper", cache)
+    assert stage.status == Status.static_missing_family
+    assert set(stage.families) == {"SIMT_FMA"}
+    assert "FFMA x" in stage.message and "no tensor core" in stage.message
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_tma_kernel_alone_is_not_enough(cache: Path) -> None:
+    stage = static_of("tma_copy.cu", "hopper", cache)
+    assert stage.status == Status.static_missing_family
+    assert stage.opcodes["UTMALDG"] == 1 and stage.opcodes["UTMASTG"] == 1
+    assert stage.families["TMA"] >= 2 and stage.families["MBARRIER"] >= 1
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_tcgen05_kernel_on_blackwell(cache: Path) -> None:
+    stage = static_of("tcgen05_gemm.cu", "blackwell", cache)
+    assert stage.status == Status.passed
+    assert stage.required_family == "TCGEN05_MMA" and stage.required_present
+    assert stage.opcodes["UTCHMMA"] >= 1 and stage.opcodes["LDTM"] >= 1
+    assert stage.opcodes["UTCBAR"] >= 1 and stage.opcodes["UTCATOMSWS"] >= 1  # commit; alloc/dealloc
+    assert {"TCGEN05_MMA", "TMEM", "TCGEN05_OTHER", "MBARRIER"} <= set(stage.families)

@@ -1,0 +1,55 @@
+"""`ptxwb eval KERNEL.cu|SOLUTION.json --task NAME --target hopper|blackwell --executor static`.
+
+Exit 0 when every stage that ran passed, 1 for a failed verdict, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from workbench.errors import UserError
+from workbench.evaluate.executors import make_executor
+from workbench.evaluate.request import EvalRequest
+from workbench.evaluate.solution import read_candidate
+from workbench.tasks import TARGETS, get_target
+
+
+def eval_candidate(
+    candidate: Annotated[
+        Path, typer.Argument(help="A .cu kernel file, or a FlashInfer-Bench Solution JSON.")
+    ],
+    task: Annotated[str | None, typer.Option("--task", help="Task name, or a Definition JSON path.")] = None,
+    target: Annotated[str, typer.Option("--target", help=f"One of: {', '.join(TARGETS)}.")] = "hopper",
+    executor: Annotated[
+        str, typer.Option("--executor", help="Where to evaluate: static (no GPU).")
+    ] = "static",
+    workload: Annotated[str | None, typer.Option("--workload", help="Workload uuid or prefix.")] = None,
+    compile_timeout: Annotated[
+        float, typer.Option("--compile-timeout", help="nvcc time limit, seconds.")
+    ] = 180.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the EvalResult as JSON.")] = False,
+) -> None:
+    """Build and judge one candidate kernel for a task and a target."""
+    source, solution = read_candidate(candidate)
+    task_name = task or (solution.definition if solution else None)
+    if task_name is None:
+        raise UserError("--task is required for a .cu file")
+    get_target(target)
+    runner = make_executor(executor)
+    request = EvalRequest(
+        task=task_name, target=target, source=source, workload=workload, compile_timeout_s=compile_timeout
+    )  # type: ignore[arg-type]
+    result = asyncio.run(runner.evaluate(request))
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        from workbench.cli.output import console
+        from workbench.evaluate.render import rich_verdict
+
+        console().print(rich_verdict(result))
+    sys.exit(0 if result.all_ran_passed else 1)

@@ -1,0 +1,437 @@
+"""Build a candidate: nvcc for the target, one device compile, a content-addressed cache.
+
+One nvcc call builds the shared library and, through `-keep`, leaves the PTX and the cubin of that
+same compile behind, so ptxas runs once. The cache key is the sha256 of the source, the flags, the
+full nvcc version and the target; a cache entry holds the artifacts and the parsed `BuildStage`.
+Failed compiles are cached too (the same source fails the same way); timeouts are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from workbench.evaluate.ban import scan
+from workbench.evaluate.demangle import demangle
+from workbench.evaluate.result import BuildStage, CompilerWarning, KernelResources, Status
+from workbench.evaluate.toolchain import find_tool
+from workbench.tasks.targets import Target
+
+CACHE_FORMAT = 1  # bump when the cache entry layout or the parsed report changes
+SOURCE_NAME = "kernel.cu"
+LIBRARY_NAME = "kernel.so"
+PTX_NAME = "kernel.ptx"
+CUBIN_NAME = "kernel.cubin"
+RECORD_NAME = "build.json"
+MAX_ERRORS = 5
+MAX_OUTPUT_CHARS = 20_000
+
+
+class ToolchainMissing(RuntimeError):
+    """nvcc or the TVM-FFI package is not installed: the build cannot start on this machine."""
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("PTXWB_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "ptxwb" / "builds"
+
+
+@dataclass(frozen=True)
+class BuildToolchain:
+    nvcc: Path
+    nvcc_version: str  # the whole `nvcc --version` text, so any toolkit update changes the key
+    tvm_ffi_include: Path
+    tvm_ffi_lib_dir: Path
+    tvm_ffi_version: str
+    link_driver: bool  # libcuda is linkable here (a GPU host, or a toolkit with its stubs)
+
+
+def _tvm_ffi_paths() -> tuple[Path, Path, str]:
+    # Located through the package spec without importing it: `import tvm_ffi` loads torch (seconds).
+    spec = importlib.util.find_spec("tvm_ffi")
+    if spec is None or not spec.submodule_search_locations:
+        raise ToolchainMissing("the apache-tvm-ffi package is not installed (pip install apache-tvm-ffi)")
+    package = Path(next(iter(spec.submodule_search_locations)))
+    include, lib_dir = package / "include", package / "lib"
+    if not (include / "tvm" / "ffi" / "function.h").is_file() or not (lib_dir / "libtvm_ffi.so").is_file():
+        raise ToolchainMissing(f"apache-tvm-ffi at {package} has no include/ or lib/libtvm_ffi.so")
+    return include, lib_dir, importlib.metadata.version("apache-tvm-ffi")
+
+
+def _driver_linkable(nvcc: Path) -> bool:
+    home = nvcc.resolve().parent.parent
+    stubs = [home / "lib64" / "stubs", *sorted((home / "targets").glob("*/lib/stubs"))]
+    if any((d / "libcuda.so").exists() for d in stubs):
+        return True
+    try:
+        listed = subprocess.run(
+            ["ldconfig", "-p"], check=False, capture_output=True, text=True, timeout=10
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return re.search(r"\blibcuda\.so\b", listed) is not None
+
+
+def _real_nvcc(nvcc: Path) -> Path:
+    """The toolkit's own nvcc when `nvcc` on PATH is a one-line exec wrapper (its stubs lie beside it)."""
+    try:
+        head = nvcc.read_bytes()[:300].decode(errors="replace") if nvcc.stat().st_size < 300 else ""
+    except OSError:
+        return nvcc
+    match = re.search(r"exec\s+(\S+/nvcc)\b", head)
+    return Path(match.group(1)) if match else nvcc
+
+
+@cache
+def build_toolchain() -> BuildToolchain:
+    nvcc = find_tool("nvcc")
+    if nvcc is None:
+        raise ToolchainMissing("nvcc not found (install the CUDA toolkit, or set CUDA_HOME)")
+    try:
+        version = subprocess.run(
+            [str(nvcc), "--version"], check=False, capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ToolchainMissing(f"{nvcc} --version failed: {exc}") from None
+    include, lib_dir, tvm_version = _tvm_ffi_paths()
+    return BuildToolchain(
+        nvcc, version.strip(), include, lib_dir, tvm_version, _driver_linkable(_real_nvcc(nvcc))
+    )
+
+
+def nvcc_command(target: Target, toolchain: BuildToolchain) -> list[str]:
+    """The full nvcc line, run inside the build folder on `kernel.cu`."""
+    libs = ["-lcudart", "-lcuda", "-ltvm_ffi"] if toolchain.link_driver else ["-lcudart", "-ltvm_ffi"]
+    return [
+        str(toolchain.nvcc),
+        "-gencode", target.gencode,
+        "-O3", "-lineinfo", "--ptxas-options=-v",
+        "-shared", "-Xcompiler", "-fPIC", "-std=c++17",
+        f"-I{toolchain.tvm_ffi_include}",
+        f"-L{toolchain.tvm_ffi_lib_dir}", f"-Xlinker=-rpath={toolchain.tvm_ffi_lib_dir}",
+        "-keep", "-keep-dir", "keep",
+        "-o", LIBRARY_NAME, SOURCE_NAME,
+        *libs,
+    ]  # fmt: skip
+
+
+def build_key(source: str, command: list[str], toolchain: BuildToolchain, target: Target) -> str:
+    digest = hashlib.sha256()
+    for part in (
+        f"format={CACHE_FORMAT}",
+        source,
+        "\0".join(command),
+        toolchain.nvcc_version,
+        f"tvm-ffi={toolchain.tvm_ffi_version}",
+        target.name,
+        target.gencode,
+    ):
+        digest.update(part.encode())
+        digest.update(b"\0\1")
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------- ptxas report and compiler errors
+
+_ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '([^']+)'")
+_PROPERTIES = re.compile(r"ptxas info\s*: Function properties for (\S+)")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"ptxas info\s*: Used (\d+) registers(.*)")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_CMEM = re.compile(r"(\d+) bytes cmem\[(\d+)\]")
+# ptxas prints its performance advisories at info level with a code: `ptxas info : (C7508) ...`.
+_PTXAS_CODED = re.compile(r"^ptxas (?:info|warning)\s*: \((C\d{4})\)\s*(.*)$")
+_PTXAS_WARNING = re.compile(r"^ptxas\b.*?\bwarning\s*:\s*(.*)$")
+_FRONTEND_WARNING = re.compile(r"^\S+\(\d+\): warning #?([\w-]*):?\s*(.*)$")
+_FUNCTION_IN_WARNING = re.compile(r"function '([^']+)'")
+
+# Verified on nvcc 13.0: C7504/C7508 ('setmaxnreg' ignored ...), C7511/C7514/C7520 (wgmma.mma_async
+# serialized due to ...), C7517/C7519 (warpgroup.wait/arrive injected by the compiler).
+_WARNING_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"setmaxnreg.*ignored", re.IGNORECASE), "setmaxnreg_ignored"),
+    (re.compile(r"wgmma.*serialized", re.IGNORECASE), "wgmma_serialized"),
+    (re.compile(r"warpgroup\.(wait|arrive) is injected", re.IGNORECASE), "wgmma_sync_injected"),
+)
+
+
+def _warning(code: str | None, text: str) -> CompilerWarning:
+    kind = next((k for pattern, k in _WARNING_KINDS if pattern.search(text)), "other")
+    function = _FUNCTION_IN_WARNING.search(text)
+    return CompilerWarning(code=code, kind=kind, kernel=function.group(1) if function else None, text=text)
+
+
+def parse_ptxas(output: str) -> tuple[list[KernelResources], list[CompilerWarning]]:
+    """ptxas -v's per-kernel resources and the compiler's warnings, from nvcc's combined output.
+
+    Only entry functions (kernels) get resources; device functions' properties are skipped.
+    """
+    by_kernel: dict[str, KernelResources] = {}
+    current: KernelResources | None = None
+    warnings: list[CompilerWarning] = []
+    for raw in output.splitlines():
+        line = raw.strip()
+        if match := _ENTRY.search(line):
+            current = by_kernel.setdefault(match.group(1), KernelResources(kernel=match.group(1)))
+        elif match := _PROPERTIES.search(line):
+            current = by_kernel.get(match.group(1))
+        elif (match := _FRAME.search(line)) and current is not None:
+            current.stack_frame_bytes, current.spill_stores_bytes, current.spill_loads_bytes = map(
+                int, match.groups()
+            )
+        elif (match := _USED.search(line)) and current is not None:
+            current.registers = int(match.group(1))
+            rest = match.group(2)
+            if smem := _SMEM.search(rest):
+                current.shared_bytes = int(smem.group(1))
+            current.constant_bytes = sum(int(size) for size, bank in _CMEM.findall(rest) if bank == "0")
+        elif match := _PTXAS_CODED.match(line):
+            warnings.append(_warning(match.group(1), match.group(2).strip()))
+        elif match := _PTXAS_WARNING.match(line):
+            warnings.append(_warning(None, match.group(1).strip()))
+        elif match := _FRONTEND_WARNING.match(line):
+            warnings.append(_warning(match.group(1) or None, line))
+    return list(by_kernel.values()), warnings
+
+
+EXPORT_HINT = "end the file with TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, your_function)"
+EXPORT_SYMBOL = "__tvm_ffi_run"
+
+
+def exports_run(library: Path) -> bool:
+    """Whether the library defines the TVM-FFI symbol of `run` (True when nm is not there to ask)."""
+    nm = shutil.which("nm")
+    if nm is None:
+        return True
+    try:
+        done = subprocess.run(
+            [nm, "-D", "--defined-only", str(library)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    if done.returncode != 0:
+        return True
+    return any(line.split()[-1:] == [EXPORT_SYMBOL] for line in done.stdout.splitlines())
+
+
+def warning_summary(warnings: list[CompilerWarning]) -> str:
+    """`; ptxas: wgmma_serialized (C7514), setmaxnreg_ignored (C7508)` for the warnings that matter."""
+    seen: dict[str, set[str]] = {}
+    for warning in warnings:
+        if warning.kind != "other":
+            seen.setdefault(warning.kind, set()).add(warning.code or "?")
+    if not seen:
+        return ""
+    return "; ptxas: " + ", ".join(f"{kind} ({'/'.join(sorted(codes))})" for kind, codes in seen.items())
+
+
+_ERROR_LINE = re.compile(r"\berror\b", re.IGNORECASE)
+_NOT_AN_ERROR = re.compile(r"^\s*(ptxas info|#)|errors? detected in the compilation")
+
+
+def first_errors(output: str, limit: int = MAX_ERRORS) -> list[str]:
+    """The first `error` lines (file:line: error ...), verbatim but for the build folder's path."""
+    found: list[str] = []
+    for line in output.splitlines():
+        if _ERROR_LINE.search(line) and not _NOT_AN_ERROR.search(line):
+            found.append(line.strip())
+            if len(found) >= limit:
+                break
+    return found
+
+
+def _trim(output: str) -> str:
+    if len(output) <= MAX_OUTPUT_CHARS:
+        return output
+    half = MAX_OUTPUT_CHARS // 2
+    return f"{output[:half]}\n… [{len(output) - MAX_OUTPUT_CHARS} characters cut] …\n{output[-half:]}"
+
+
+def _named_for_candidate(output: str, build_dir: Path) -> str:
+    """Compiler messages as the candidate sees them: `kernel.cu(12): error …`, no temporary folder."""
+    return output.replace(f"{build_dir}/", "")
+
+
+# ---------------------------------------------------------------- running nvcc
+
+
+@dataclass(frozen=True)
+class _Run:
+    returncode: int | None  # None: killed at the timeout
+    output: str
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def _run(command: list[str], cwd: Path, timeout_s: float) -> _Run:
+    # Its own session, so a timeout kills nvcc's children (cicc, ptxas, gcc) along with it.
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        stdout, _ = await asyncio.wait_for(process.communicate(), timeout=timeout_s)
+    except TimeoutError:
+        _kill_group(process.pid)
+        await process.wait()
+        return _Run(None, "")
+    except asyncio.CancelledError:
+        _kill_group(process.pid)
+        raise
+    return _Run(process.returncode, stdout.decode(errors="replace"))
+
+
+def _load_cached(entry: Path) -> BuildStage | None:
+    try:
+        stage = BuildStage.model_validate_json((entry / RECORD_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    if stage.status == Status.passed and not all(
+        (entry / name).is_file() for name in (LIBRARY_NAME, PTX_NAME, CUBIN_NAME)
+    ):
+        return None
+    return stage.model_copy(
+        update={
+            "cache_hit": True,
+            "library_path": str(entry / LIBRARY_NAME) if stage.library_path else None,
+            "ptx_path": str(entry / PTX_NAME) if stage.ptx_path else None,
+            "cubin_path": str(entry / CUBIN_NAME) if stage.cubin_path else None,
+        }
+    )
+
+
+def _demangle_report(resources: list[KernelResources], warnings: list[CompilerWarning]) -> None:
+    names = demangle([r.kernel for r in resources] + [w.kernel for w in warnings if w.kernel])
+    for item in resources:
+        item.kernel = names.get(item.kernel, item.kernel)
+    for warning in warnings:
+        if warning.kernel:
+            readable = names.get(warning.kernel, warning.kernel)
+            warning.text = warning.text.replace(warning.kernel, readable)
+            warning.kernel = readable
+
+
+async def compile_source(
+    source: str, target: Target, timeout_s: float = 180.0, cache_dir: Path | None = None
+) -> BuildStage:
+    """nvcc `source` for `target` (no ban scan), through the cache."""
+    started = time.perf_counter()
+    try:
+        toolchain = build_toolchain()
+    except ToolchainMissing as exc:
+        return BuildStage(status=Status.infrastructure_error, message=str(exc))
+    command = nvcc_command(target, toolchain)
+    key = build_key(source, command, toolchain, target)
+    root = cache_dir or cache_root()
+    entry = root / key[:2] / key
+    release = re.search(r"^.*release.*$", toolchain.nvcc_version, re.MULTILINE)
+    toolchain_line = release.group(0).strip() if release else None
+    cached = _load_cached(entry)
+    if cached is not None:
+        cached.duration_s = time.perf_counter() - started
+        return cached
+
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=root))
+    try:
+        (work / SOURCE_NAME).write_text(source)
+        (work / "keep").mkdir()
+        run = await _run(command, work, timeout_s)
+        shown_command = [Path(command[0]).name, *command[1:]]
+        if run.returncode is None:
+            return BuildStage(
+                status=Status.timeout,
+                message=f"nvcc did not finish within {timeout_s:g} s",
+                build_key=key,
+                command=shown_command,
+                toolchain=toolchain_line,
+                duration_s=time.perf_counter() - started,
+            )
+        output = _named_for_candidate(run.output, work)
+        resources, warnings = parse_ptxas(output)
+        _demangle_report(resources, warnings)
+        stage = BuildStage(
+            build_key=key,
+            command=shown_command,
+            compiler_output=_trim(output),
+            resources=resources,
+            warnings=warnings,
+            toolchain=toolchain_line,
+        )
+        if run.returncode != 0:
+            stage.status = Status.compile_error
+            stage.errors = first_errors(output) or [output.strip().splitlines()[-1] if output.strip() else ""]
+            stage.message = f"nvcc failed (exit {run.returncode}): {stage.errors[0]}"
+        else:
+            for name, found in (
+                (PTX_NAME, work / "keep" / PTX_NAME),
+                (CUBIN_NAME, work / "keep" / CUBIN_NAME),
+            ):
+                if not found.is_file():
+                    stage.status = Status.infrastructure_error
+                    stage.message = f"nvcc succeeded but left no {name}"
+                    return stage
+                found.replace(work / name)
+            if not exports_run(work / LIBRARY_NAME):
+                stage.status = Status.compile_error
+                stage.message = f"the library exports no `run`: {EXPORT_HINT}"
+                stage.errors = [stage.message]
+            else:
+                stage.status = Status.passed
+                stage.message = f"built for {target.sm}{warning_summary(warnings)}"
+            stage.library_path, stage.ptx_path, stage.cubin_path = LIBRARY_NAME, PTX_NAME, CUBIN_NAME
+        shutil.rmtree(work / "keep", ignore_errors=True)
+        (work / RECORD_NAME).write_text(stage.model_dump_json(indent=1))
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            work.rename(entry)
+        except OSError:
+            pass  # another evaluation of the same source finished first: its entry is as good
+        final = _load_cached(entry) or stage
+        final.cache_hit = False
+        final.duration_s = time.perf_counter() - started
+        return final
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+
+
+async def build(
+    source: str, target: Target, timeout_s: float = 180.0, cache_dir: Path | None = None
+) -> BuildStage:
+    """The build stage: the ban scan, then nvcc through the cache."""
+    started = time.perf_counter()
+    findings = scan(source)
+    if findings:
+        return BuildStage(
+            status=Status.banned,
+            message=findings[0].describe()
+            + (f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""),
+            errors=[f.describe() for f in findings[:MAX_ERRORS]],
+            duration_s=time.perf_counter() - started,
+        )
+    stage = await compile_source(source, target, timeout_s, cache_dir)
+    stage.duration_s = time.perf_counter() - started
+    return stage

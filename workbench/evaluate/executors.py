@@ -1,0 +1,19 @@
+"""Executors by name: the one place that turns `--executor SPEC` into an `Executor`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.errors import UserError
+from workbench.evaluate.request import Executor
+
+KNOWN = ("static",)
+
+
+def make_executor(spec: str, cache_dir: Path | None = None) -> Executor:
+    """`static` (build + SASS, no GPU). GPU executors (`local`, `ssh://host`) register here."""
+    if spec == "static":
+        from workbench.evaluate.static_executor import StaticExecutor
+
+        return StaticExecutor(cache_dir)
+    raise UserError(f"unknown executor {spec!r}; choose one of: {', '.join(KNOWN)}")

@@ -1,0 +1,73 @@
+"""Run evaluation stages in order, stopping at the first that does not pass.
+
+Stage-generic: an executor lists (name, coroutine function) pairs; each function reads the result so
+far (a later stage needs the build's paths) and returns its stage model. The top-level verdict is the
+first failing stage's status; when every stage that ran passed but some did not run (the static
+executor), it is `not_run` — never `passed` — and the message says which tiers are missing.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+
+from workbench.errors import UserError
+from workbench.evaluate.request import Progress, ProgressCallback, StageName
+from workbench.evaluate.result import EvalResult, StageBase, Status
+
+StageFunction = Callable[[EvalResult], Awaitable[StageBase]]
+
+
+def _notify(progress: ProgressCallback | None, event: Progress) -> None:
+    if progress is not None:
+        progress(event)
+
+
+async def run_stages(
+    result: EvalResult,
+    stages: Sequence[tuple[StageName, StageFunction]],
+    progress: ProgressCallback | None = None,
+) -> EvalResult:
+    """Fill `result.stages` by running `stages` in order; set the top-level status and message."""
+    started = time.perf_counter()
+    if result.started_at is None:
+        result.started_at = time.time()
+    for name, function in stages:
+        _notify(progress, Progress(stage=name, state="started"))
+        stage_started = time.perf_counter()
+        try:
+            stage = await function(result)
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug or a broken tool must end as a verdict, not kill the loop
+            kind = type(getattr(result.stages, name))
+            last = traceback.format_exception_only(exc)[-1].strip()
+            stage = kind(status=Status.infrastructure_error, message=f"{name} stage crashed: {last}")
+        if stage.duration_s is None:
+            stage.duration_s = time.perf_counter() - stage_started
+        setattr(result.stages, name, stage)
+        _notify(progress, Progress(stage=name, state="finished", status=stage.status, message=stage.message))
+        if stage.status not in (Status.passed, Status.not_run):
+            break  # a stage that chose not to run (no profiler here) does not stop the next
+    finalize(result)
+    result.duration_s = (result.duration_s or 0.0) + time.perf_counter() - started
+    return result
+
+
+def finalize(result: EvalResult) -> None:
+    """Top-level status and message from the stages."""
+    for name, stage in result.stages.in_order():
+        if stage.status not in (Status.passed, Status.not_run):
+            result.status = stage.status
+            result.message = f"{name}: {stage.message}" if stage.message else name
+            return
+    ran = [name for name, stage in result.stages.in_order() if stage.status == Status.passed]
+    missing = [name for name, stage in result.stages.in_order() if stage.status == Status.not_run]
+    if not ran:
+        result.status, result.message = Status.not_run, "no stage ran"
+    elif missing:
+        result.status = Status.not_run
+        result.message = f"{', '.join(ran)} passed; {', '.join(missing)} not run"
+    else:
+        result.status, result.message = Status.passed, "all stages passed"

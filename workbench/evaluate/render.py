@@ -1,0 +1,233 @@
+"""The two renderings of an `EvalResult`: compact feedback text for the agent, a rich table for people.
+
+Both show all five tiers; a stage that did not run is shown as not run, never as passed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from workbench.evaluate.result import (
+    BuildStage,
+    CorrectnessStage,
+    DynamicStage,
+    EvalResult,
+    StageBase,
+    StaticStage,
+    Status,
+    TimingStage,
+    TimingStats,
+)
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+MAX_ERRORS = 5
+MAX_KERNELS = 4
+
+
+def short_kernel(name: str) -> str:
+    """`(anonymous namespace)::gemm(float const*, int)` -> `gemm`: the name without its parameters."""
+    text = name
+    if text.endswith(")"):
+        depth = 0
+        for index in range(len(text) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(text[index], 0)
+            if depth == 0:
+                text = text[:index] if index > 0 else text
+                break
+    return text.replace("(anonymous namespace)::", "")
+
+
+def _status_word(status: Status) -> str:
+    return "not run" if status == Status.not_run else status.value
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f} s"
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g} ms"
+
+
+# ---------------------------------------------------------------- per-stage detail lines (shared)
+
+
+def build_lines(stage: BuildStage) -> list[str]:
+    lines: list[str] = []
+    if stage.status in (Status.compile_error, Status.banned) and stage.errors:
+        lines.extend(error for error in stage.errors[:MAX_ERRORS] if error not in stage.message)
+    for item in stage.resources[:MAX_KERNELS]:
+        spills = item.spill_stores_bytes + item.spill_loads_bytes
+        spill_text = (
+            f"SPILLS {item.spill_stores_bytes} B stored / {item.spill_loads_bytes} B loaded"
+            if spills
+            else "no spills"
+        )
+        lines.append(
+            f"ptxas {short_kernel(item.kernel)}: {item.registers if item.registers is not None else '?'} registers, "
+            f"{spill_text}, stack {item.stack_frame_bytes} B, smem {item.shared_bytes} B"
+        )
+    if len(stage.resources) > MAX_KERNELS:
+        lines.append(f"(+{len(stage.resources) - MAX_KERNELS} more kernels)")
+    grouped: dict[tuple[str | None, str, str | None], list[str]] = {}
+    for warning in stage.warnings:
+        grouped.setdefault((warning.code, warning.kind, warning.kernel), []).append(warning.text)
+    for (code, kind, _), texts in list(grouped.items())[:MAX_ERRORS]:
+        times = f" (x{len(texts)})" if len(texts) > 1 else ""
+        lines.append(f"warning {code + ' ' if code else ''}[{kind}]{times}: {texts[0]}")
+    if len(grouped) > MAX_ERRORS:
+        lines.append(f"(+{len(grouped) - MAX_ERRORS} more kinds of warning)")
+    return lines
+
+
+def static_lines(stage: StaticStage) -> list[str]:
+    if stage.status == Status.not_run:
+        return []
+    lines = []
+    if stage.families:
+        lines.append(
+            "families: " + ", ".join(f"{family} {count}" for family, count in stage.families.items())
+        )
+    if stage.required_family:
+        state = "present" if stage.required_present else "MISSING"
+        lines.append(f"required {stage.required_family}: {state}")
+    return lines
+
+
+def correctness_lines(stage: CorrectnessStage) -> list[str]:
+    lines: list[str] = []
+    failed = [trial for trial in stage.trials if not trial.passed]
+    if stage.trials:
+        lines.append(
+            f"{len(stage.trials) - len(failed)}/{len(stage.trials)} trials passed (atol {stage.atol}, rtol {stage.rtol})"
+        )
+    for trial in failed[:2]:
+        for check in trial.outputs.values():
+            if check.passed:
+                continue
+            parts = [
+                f"trial seed {trial.seed}{' (fresh addresses)' if trial.fresh_addresses else ''}: {check.name}"
+            ]
+            if check.reason:
+                parts.append(check.reason)
+            if check.max_abs_error is not None:
+                parts.append(f"max abs err {check.max_abs_error:.4g}")
+            if check.max_rel_error is not None:
+                parts.append(f"max rel err {check.max_rel_error:.4g}")
+            if check.matched_ratio is not None:
+                parts.append(f"matched {check.matched_ratio:.2%}")
+            if check.worst_index is not None:
+                worst = f"worst at {check.worst_index}"
+                if check.worst_value is not None and check.worst_expected is not None:
+                    worst += f": got {check.worst_value:.6g}, expected {check.worst_expected:.6g}"
+                parts.append(worst)
+            lines.append(", ".join(parts))
+    return lines
+
+
+def dynamic_lines(stage: DynamicStage) -> list[str]:
+    lines: list[str] = []
+    if stage.executed_families:
+        lines.append(
+            "executed (predicate-true threads): "
+            + ", ".join(f"{family} {count:,}" for family, count in stage.executed_families.items())
+        )
+    if stage.status != Status.not_run:
+        lines.append(f"required family executed: {'yes' if stage.required_executed else 'NO'}")
+    if stage.tensor_share is not None:
+        detail = ""
+        if stage.tensor_flops is not None and stage.task_flops is not None:
+            detail = f" ({stage.tensor_flops:.3g} of {stage.task_flops:.3g} FLOP)"
+        lines.append(f"tensor-pipe FLOP share: {stage.tensor_share:.1%}{detail}")
+    return lines
+
+
+def _stats(stats: TimingStats) -> str:
+    return f"{stats.name} median {_ms(stats.median_ms)} [p25 {_ms(stats.p25_ms)}, p75 {_ms(stats.p75_ms)}]"
+
+
+def timing_lines(stage: TimingStage) -> list[str]:
+    lines: list[str] = []
+    if stage.candidate is not None:
+        lines.append(_stats(stage.candidate))
+    lines.extend(_stats(baseline) for baseline in stage.baselines)
+    if stage.speedup is not None:
+        lines.append(
+            f"speedup vs {stage.baselines[0].name if stage.baselines else 'baseline'}: {stage.speedup:.3f}x"
+        )
+    if stage.tflops is not None:
+        lines.append(f"{stage.tflops:.1f} TFLOP/s")
+    if stage.faster_than_light:
+        lines.append(
+            f"FASTER THAN THE SPEED OF LIGHT ({_ms(stage.speed_of_light_ms)}): the measurement is suspect"
+        )
+    return lines
+
+
+_DETAILS = {
+    "build": build_lines,
+    "static": static_lines,
+    "correctness": correctness_lines,
+    "dynamic": dynamic_lines,
+    "timing": timing_lines,
+}
+
+
+def stage_lines(name: str, stage: StageBase) -> list[str]:
+    return _DETAILS[name](stage)  # type: ignore[operator]
+
+
+# ---------------------------------------------------------------- agent feedback
+
+
+def feedback_text(result: EvalResult) -> str:
+    """What the agent reads after an evaluation: the verdict, then each tier in a few lines."""
+    lines = [f"Verdict: {_status_word(result.status)} — {result.message}".rstrip(" —")]
+    for name, stage in result.stages.in_order():
+        head = f"[{name}] {_status_word(stage.status)}"
+        if stage.status != Status.not_run and stage.message and not result.message.endswith(stage.message):
+            head += f": {stage.message}"
+        lines.append(head)
+        lines.extend(f"  {line}" for line in stage_lines(name, stage))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- terminal
+
+
+_STYLE = {Status.passed: "bold green", Status.not_run: "dim"}
+
+
+def rich_verdict(result: EvalResult) -> RenderableType:
+    """A table of the five tiers with their details, under a one-line verdict."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    title = f"{result.task} · {result.target} · executor {result.executor}"
+    if result.workload_axes:
+        title += " · " + ", ".join(f"{k}={v}" for k, v in result.workload_axes.items())
+    table = Table(title=title, show_lines=True, expand=False)
+    table.add_column("stage", style="bold")
+    table.add_column("status")
+    table.add_column("time", justify="right")
+    table.add_column("details", overflow="fold")
+    for name, stage in result.stages.in_order():
+        style = _STYLE.get(stage.status, "bold red")
+        details = [stage.message] if stage.message and stage.status != Status.not_run else []
+        details.extend(stage_lines(name, stage))
+        if isinstance(stage, BuildStage) and stage.cache_hit:
+            details.append("(build cache hit)")
+        table.add_row(
+            name,
+            Text(_status_word(stage.status), style=style),
+            _seconds(stage.duration_s),
+            Text("\n".join(details)),
+        )
+    partial = result.status == Status.not_run and result.stages_that_ran()
+    style = "bold yellow" if partial else _STYLE.get(result.status, "bold red")
+    verdict = Text(f"verdict: {_status_word(result.status)}", style=style)
+    verdict.append(f" — {result.message}" if result.message else "", style="default")
+    return Group(table, verdict)

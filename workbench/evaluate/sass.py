@@ -1,0 +1,210 @@
+"""Static SASS: the candidate's own cubin disassembled, opcodes counted, instruction families found.
+
+Only instruction lines count (`/*0070*/  @!P0 HGMMA.64x128x16.F32.BF16 ... ;`): the predicate is
+dropped, the opcode is the mnemonic without its modifiers. The family tables were checked against
+cuobjdump output of kernels compiled here with nvcc 13.0 (see tests/data/kernels/).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.evaluate.demangle import demangle
+from workbench.evaluate.result import BuildStage, StaticStage, Status
+from workbench.evaluate.toolchain import find_tool
+from workbench.tasks.targets import Target
+
+# The architecture's own instructions, by family. Hopper: wgmma -> *GMMA; cp.async.bulk.tensor ->
+# UTMA*; cp.async.bulk -> UBLKCP; mbarrier -> SYNCS.*; setmaxnreg -> USETMAXREG. Blackwell:
+# tcgen05.mma -> UTC*MMA; tcgen05.ld/st -> LDTM/STTM; tcgen05.alloc/dealloc -> UTCATOMSWS,
+# tcgen05.commit -> UTCBAR, tcgen05.cp/shift -> UTCCP/UTCSHIFT.
+FAMILIES: dict[str, frozenset[str]] = {
+    "GMMA": frozenset({"HGMMA", "QGMMA", "IGMMA"}),
+    "TMA": frozenset({"UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF", "UTMACCTL", "UTMACMDFLUSH"}),
+    "BULK": frozenset({"UBLKCP", "UBLKRED", "UBLKPF"}),
+    "MBARRIER": frozenset({"SYNCS"}),
+    "SETMAXNREG": frozenset({"USETMAXREG"}),
+    "TCGEN05_MMA": frozenset({"UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA", "UTCBMMA"}),
+    "TMEM": frozenset({"LDTM", "STTM"}),
+    "TCGEN05_OTHER": frozenset({"UTCBAR", "UTCATOMSWS", "UTCCP", "UTCSHIFT"}),
+}
+# What a kernel without the required family usually runs instead; named in the message.
+FALLBACK_FAMILIES: dict[str, frozenset[str]] = {
+    "MMA_SYNC": frozenset({"HMMA", "IMMA", "DMMA", "BMMA", "QMMA", "OMMA"}),  # mma.sync / WMMA
+    "SIMT_FMA": frozenset({"FFMA", "FFMA2", "HFMA2", "DFMA"}),
+}
+FAMILY_DESCRIPTIONS: dict[str, str] = {
+    "GMMA": "wgmma.mma_async",
+    "TMA": "cp.async.bulk.tensor",
+    "BULK": "cp.async.bulk",
+    "MBARRIER": "mbarrier",
+    "SETMAXNREG": "setmaxnreg",
+    "TCGEN05_MMA": "tcgen05.mma",
+    "TMEM": "tcgen05.ld/st",
+    "TCGEN05_OTHER": "tcgen05 alloc/commit/cp",
+    "MMA_SYNC": "mma.sync/WMMA, the pre-Hopper tensor-core path",
+    "SIMT_FMA": "SIMT fused multiply-add, no tensor core",
+}
+_FAMILY_OF: dict[str, str] = {
+    opcode: family
+    for table in (FAMILIES, FALLBACK_FAMILIES)
+    for family, ops in table.items()
+    for opcode in ops
+}
+
+_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
+# `/*0650*/   @!P0 HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], R24, gsb0 ;  /* 0x... */`
+_INSTRUCTION = re.compile(
+    r"^\s*/\*([0-9a-fA-F]{4,})\*/\s+(?:@!?U?P(?:T|\d+)\s+)?([A-Z][A-Z0-9_]*)((?:\.[^\s;]+)?)"
+)
+
+
+def family_of(opcode: str) -> str | None:
+    return _FAMILY_OF.get(opcode)
+
+
+@dataclass
+class SassDump:
+    """Opcode counts per kernel, and per full mnemonic (with modifiers) for the whole module."""
+
+    kernels: dict[str, Counter[str]] = field(default_factory=dict)
+    mnemonics: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def opcodes(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for counts in self.kernels.values():
+            total.update(counts)
+        return total
+
+
+def parse_sass(text: str) -> SassDump:
+    dump = SassDump()
+    current: Counter[str] | None = None
+    for line in text.splitlines():
+        if match := _FUNCTION.match(line):
+            current = dump.kernels.setdefault(match.group(1), Counter())
+            continue
+        match = _INSTRUCTION.match(line)
+        if match is None or current is None:
+            continue
+        opcode = match.group(2)
+        current[opcode] += 1
+        dump.mnemonics[opcode + match.group(3)] += 1
+    return dump
+
+
+def family_counts(opcodes: Mapping[str, int], fallbacks: bool = True) -> dict[str, int]:
+    """family -> instruction count, for every family with at least one instruction."""
+    counts: Counter[str] = Counter()
+    for opcode, count in opcodes.items():
+        family = _FAMILY_OF.get(opcode)
+        if family is not None and (fallbacks or family in FAMILIES):
+            counts[family] += count
+    return dict(sorted(counts.items()))
+
+
+def missing_family_message(required: str, opcodes: Mapping[str, int]) -> str:
+    """Why a kernel fails the static tier, naming what it runs instead."""
+    wanted = "/".join(sorted(FAMILIES[required]))
+    message = f"no {required} instruction ({wanted}, from {FAMILY_DESCRIPTIONS[required]}) in the SASS"
+    instead: list[str] = []
+    for family in (*FALLBACK_FAMILIES, *FAMILIES):
+        present = {
+            op: opcodes[op] for op in sorted({**FAMILIES, **FALLBACK_FAMILIES}[family]) if opcodes.get(op)
+        }
+        if family != required and present:
+            shown = ", ".join(f"{op} x{count}" for op, count in present.items())
+            instead.append(f"{shown} ({FAMILY_DESCRIPTIONS[family]})")
+    if instead:
+        return f"{message}; it has instead: {'; '.join(instead)}"
+    return f"{message}; it has no tensor-core instruction at all"
+
+
+@dataclass(frozen=True)
+class _Disassembly:
+    text: str | None
+    error: str = ""
+
+
+async def disassemble(cubin: Path, timeout_s: float = 120.0) -> _Disassembly:
+    """cuobjdump --dump-sass of one cubin (needs nvdisasm, found beside cuobjdump or on PATH)."""
+    tool = find_tool("cuobjdump")
+    if tool is None:
+        return _Disassembly(None, "cuobjdump not found (install the CUDA toolkit or nvidia-cuda-cuobjdump)")
+    env = None
+    nvdisasm = find_tool("nvdisasm")
+    if nvdisasm is not None:
+        env = {**os.environ, "PATH": f"{nvdisasm.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    process = await asyncio.create_subprocess_exec(
+        str(tool),
+        "--dump-sass",
+        str(cubin),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=timeout_s)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        return _Disassembly(None, f"cuobjdump did not finish within {timeout_s:g} s")
+    if process.returncode != 0:
+        return _Disassembly(None, f"cuobjdump failed: {stderr.decode(errors='replace').strip()[:500]}")
+    return _Disassembly(stdout.decode(errors="replace"))
+
+
+SASS_NAME = "kernel.sass"
+
+
+async def static_stage(build: BuildStage, target: Target) -> StaticStage:
+    """The static tier for a passed build: SASS opcodes and families, the required family present."""
+    started = time.perf_counter()
+    stage = StaticStage(required_family=target.required_family)
+    if build.cubin_path is None:
+        stage.status = Status.infrastructure_error
+        stage.message = "the build kept no cubin"
+        return stage
+    cubin = Path(build.cubin_path)
+    sass_path = cubin.with_name(SASS_NAME)  # cached beside the cubin: a cache hit skips cuobjdump
+    if sass_path.is_file():
+        text = sass_path.read_text()
+    else:
+        disassembly = await disassemble(cubin)
+        if disassembly.text is None:
+            stage.status = Status.infrastructure_error
+            stage.message = disassembly.error
+            return stage
+        text = disassembly.text
+        partial = sass_path.with_suffix(".sass.part")
+        partial.write_text(text)
+        partial.replace(sass_path)
+    dump = parse_sass(text)
+    names = demangle(list(dump.kernels))
+    opcodes = dump.opcodes
+    stage.sass_path = str(sass_path)
+    stage.kernels = {names.get(k, k): dict(sorted(v.items())) for k, v in dump.kernels.items()}
+    stage.opcodes = dict(sorted(opcodes.items(), key=lambda item: (-item[1], item[0])))
+    stage.families = family_counts(opcodes)
+    required = target.required_family
+    stage.required_present = stage.families.get(required, 0) > 0
+    if not dump.kernels:
+        stage.status = Status.static_missing_family
+        stage.message = "the cubin holds no kernel"
+    elif stage.required_present:
+        stage.status = Status.passed
+        own = ", ".join(f"{family} {count}" for family, count in stage.families.items() if family in FAMILIES)
+        stage.message = f"{required} present ({own})"
+    else:
+        stage.status = Status.static_missing_family
+        stage.message = missing_family_message(required, opcodes)
+    stage.duration_s = time.perf_counter() - started
+    return stage
