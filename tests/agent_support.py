@@ -5,6 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from workbench.agent.approval import Approver
+from workbench.agent.config import AgentConfig
+from workbench.agent.items import LoopItem
+from workbench.agent.loop import MiniPTXAgent
+from workbench.agent.models import ScriptedModel
+from workbench.evaluate.executors import make_executor
+
 KERNELS = Path(__file__).resolve().parent / "data" / "kernels"
 CANARY_KEY = "sk-canary-7f3a9c1e5b2d4f60"
 
@@ -36,3 +45,31 @@ def three_turn_answers() -> list[str]:
 def write_script(path: Path, answers: list[str]) -> Path:
     path.write_text(json.dumps(answers), encoding="utf-8")
     return path
+
+
+def shared_build_cache(factory: pytest.TempPathFactory) -> Path:
+    """One build cache for every agent test of a run, so a kernel compiles once."""
+    path = factory.getbasetemp() / "agent-build-cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+async def record_session(
+    out: Path,
+    answers: list[str],
+    cache: Path,
+    config: AgentConfig | None = None,
+    approver: Approver | None = None,
+) -> list[LoopItem]:
+    """A session by the scripted model over the static executor; returns everything the loop yielded."""
+    script = write_script(out.with_suffix(".script.json"), answers)
+    agent = MiniPTXAgent(
+        task="gemm_n7168_k5120",
+        target="hopper",
+        model=ScriptedModel(script),
+        executor=make_executor("static", cache),
+        out=out,
+        config=config or AgentConfig(turns=len(answers), pack=False),
+        approver=approver,
+    )
+    return [item async for item in agent.run()]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_support import CANARY_KEY, three_turn_answers
+from agent_support import CANARY_KEY, shared_build_cache, three_turn_answers
 from openai_server import HttpError, OpenAIServer
 
 from workbench.agent.config import AgentConfig
@@ -29,7 +29,7 @@ PTXWB = Path(sys.executable).parent / "ptxwb"
 
 @pytest.fixture(scope="session")
 def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("agent-build-cache")
+    return shared_build_cache(tmp_path_factory)
 
 
 def test_three_turns_over_http_fail_then_pass_static(tmp_path: Path, build_cache: Path) -> None:
