@@ -6,8 +6,8 @@ import os
 import re
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
-# Provider key shapes that may reach us outside the environment (an error echoing a header).
-_KEY_SHAPES = re.compile(r"\b(sk|rk|pk|xai|gsk|hf|ghp|AIza)[-_][A-Za-z0-9_\-]{8,}")
+# Provider key shapes, whole or masked with `*`, that may reach us outside the environment (an error echo).
+_KEY_SHAPES = re.compile(r"\b(sk|rk|pk|xai|gsk|hf|ghp|AIza)[-_][A-Za-z0-9_\-*]{6,}")
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 REDACTED = "[redacted]"
 
