@@ -17,7 +17,7 @@ from workbench.knowledge import TOKEN_BUDGET, TOKENIZER, count_tokens, list_pack
 from workbench.paths import knowledge_packs_dir
 
 PTXWB = Path(sys.executable).parent / "ptxwb"
-TARGETS = ("hopper",)
+TARGETS = ("hopper", "blackwell")
 
 
 def ptxwb(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

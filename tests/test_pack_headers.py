@@ -17,7 +17,7 @@ from workbench.tasks.targets import get_target
 
 CHECKS = Path(__file__).parent / "data" / "pack_headers"
 GEMM_TILE = Path(__file__).parent / "gpu" / "data" / "pack_gemm_tile.cu"
-TARGETS = ("hopper",)
+TARGETS = ("hopper", "blackwell")
 
 needs_nvcc = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
 needs_cuobjdump = pytest.mark.skipif(find_tool("cuobjdump") is None, reason="cuobjdump is not installed")
@@ -98,6 +98,15 @@ def test_wgmma_helpers_emit_hgmma_setmaxreg_and_stsm(out_dir: Path) -> None:
     code = sass(compile_cubin(CHECKS / "hopper_check.cu", "hopper", out_dir))
     for opcode in ("HGMMA.64x64x16.F32.BF16", "HGMMA.64x128x16.F32.BF16", "HGMMA.64x256x16.F32.BF16",
                    "USETMAXREG", "STSM"):
+        assert opcode in code, opcode
+
+
+@needs_nvcc
+@needs_cuobjdump
+def test_tcgen05_helpers_emit_utchmma_tmem_and_pair_forms(out_dir: Path) -> None:
+    code = sass(compile_cubin(CHECKS / "blackwell_check.cu", "blackwell", out_dir))
+    for opcode in ("UTCHMMA", "UTCHMMA.2CTA", "UTCBAR", "UTCBAR.2CTA.MULTICAST", "LDTM.x16", "LDTM.x32",
+                   "STTM.x16", "STTM.x32", "UTMALDG.2D.2CTA"):
         assert opcode in code, opcode
 
 

@@ -40,12 +40,15 @@ def list_cmd(as_json: JsonOpt = False) -> None:
         print_json(rows)
         return
     table = Table(title=f"{len(rows)} knowledge packs (tokens: {TOKENIZER})", title_justify="left")
-    for column in ("pack", "target", "files", "tokens", "id", "variants"):
+    for column in ("pack", "target", "files", "tokens"):
         table.add_column(column)
+    table.add_column("id", no_wrap=True)
     for row in rows:
-        table.add_row(row["name"], row["sm"], str(row["files"]), str(row["tokens"]), row["id"],
-                      ", ".join(row["variants"]))
-    console().print(table)
+        table.add_row(row["name"], row["sm"], str(row["files"]), str(row["tokens"]), row["id"])
+    out = console()
+    out.print(table)
+    for row in rows:
+        out.print(f"{row['name']} variants (--variant): {', '.join(row['variants']) or 'none'}")
 
 
 @app.command("show")
@@ -83,14 +86,17 @@ def stats(as_json: JsonOpt = False) -> None:
         verdict = "within" if s.within_budget else "OUTSIDE"
         out.print(
             f"[bold]{s.name}[/bold] ({s.sm})  {s.total_tokens} tokens ({TOKENIZER}), {verdict} "
-            f"{s.budget[0]}-{s.budget[1]}  id {s.id}"
+            f"{s.budget[0]}-{s.budget[1]}"
         )
+        out.print(f"id {s.id}")
+        out.print(f"sha256 {s.sha256}")
         _print_files(s.files, s.total_tokens)
 
 
 def _print_files(files: list[FileStats], total: int) -> None:
     table = Table(title_justify="left")
-    for column in ("file", "kind", "tokens", "bytes"):
+    table.add_column("file", overflow="fold")
+    for column in ("kind", "tokens", "bytes"):
         table.add_column(column)
     for f in files:
         table.add_row(f.path, f.kind, str(f.tokens), str(f.bytes))
