@@ -1,0 +1,121 @@
+"""Tier 3 logic on CPU tensors: the element rule, NaN/Inf, shape/dtype, changed inputs, and whole
+correctness runs against candidates written in torch (the GPU children run the same code on CUDA)."""
+
+from __future__ import annotations
+
+import torch
+
+from workbench.evaluate.correctness import changed_inputs, compare_output, run_correctness
+from workbench.evaluate.gpu_spec import gpu_spec, profile_workload
+from workbench.tasks import Catalogue, get_target
+
+
+def cpu_gemm_spec() -> dict:
+    task = Catalogue.load().get("gemm_n128_k2048")
+    spec = gpu_spec(task, profile_workload(task), get_target("hopper"))
+    spec["device"] = "cpu"
+    return spec
+
+
+def test_an_element_fails_only_when_both_abs_and_rel_errors_exceed_tolerance() -> None:
+    expected = torch.tensor([1000.0, 0.001, 1.0, 5.0])
+    actual = torch.tensor([1005.0, 0.002, 1.0, 5.5])  # big abs/small rel; small abs/big rel; exact; both big
+    status, check = compare_output("C", actual, expected, 1e-2, 1e-2)
+    assert status == "incorrect_numerical"
+    assert check["matched_ratio"] == 0.75
+    assert check["worst_index"] == [3]
+    assert check["worst_value"] == 5.5 and check["worst_expected"] == 5.0
+    assert check["max_abs_error"] == 5.0
+    assert "1 of 4 elements" in check["reason"]
+
+
+def test_nan_is_reported_as_unwritten_and_counts_as_the_worst() -> None:
+    expected = torch.ones(2, 3, dtype=torch.bfloat16)
+    actual = expected.clone()
+    actual[1, 2] = float("nan")
+    status, check = compare_output("C", actual, expected, 1e-2, 1e-2)
+    assert status == "incorrect_numerical"
+    assert check["worst_index"] == [1, 2] and check["worst_value"] is None
+    assert "NaN" in check["reason"] and "unwritten" in check["reason"]
+
+
+def test_inf_where_the_reference_is_finite_fails() -> None:
+    status, check = compare_output(
+        "C", torch.tensor([float("inf"), 1.0]), torch.tensor([2.0, 1.0]), 1e-2, 1e-2
+    )
+    assert status == "incorrect_numerical" and "Inf" in check["reason"]
+
+
+def test_shape_and_dtype_mismatches_have_their_own_status() -> None:
+    assert compare_output("C", torch.zeros(2, 3), torch.zeros(3, 2), 1e-2, 1e-2)[0] == "incorrect_shape"
+    status, check = compare_output("C", torch.zeros(2), torch.zeros(2, dtype=torch.float64), 1e-2, 1e-2)
+    assert status == "incorrect_dtype" and "float32" in check["reason"]
+
+
+def test_a_passing_output_reports_its_errors() -> None:
+    expected = torch.randn(64, 64)
+    status, check = compare_output("C", expected + 1e-4, expected, 1e-2, 1e-2)
+    assert status == "passed" and check["passed"] and check["matched_ratio"] == 1.0
+    assert 0 < check["max_abs_error"] < 2e-4
+
+
+def test_changed_inputs_compares_bytes() -> None:
+    a, b = torch.tensor([0.0, 1.0]), torch.tensor([2.0])
+    assert changed_inputs(["A", "B"], [a.clone(), b.clone()], [a, b]) == []
+    a[0] = -0.0  # equal as a number, different as bytes
+    assert changed_inputs(["A", "B"], [torch.tensor([0.0, 1.0]), b.clone()], [a, b]) == ["A"]
+
+
+def correct(A, B, C):
+    C.copy_(torch.matmul(A, B.T))
+
+
+def test_a_correct_candidate_passes_every_trial_and_the_fresh_address_one() -> None:
+    spec = cpu_gemm_spec()
+    stage = run_correctness(correct, spec, None, set(), trials=3)
+    assert stage["status"] == "passed", stage["message"]
+    seeds = [trial["seed"] for trial in stage["trials"]]
+    assert seeds == [spec["seed"] + i for i in range(4)]
+    assert [trial["fresh_addresses"] for trial in stage["trials"]] == [False, False, False, True]
+    assert all(trial["outputs"]["C"]["passed"] for trial in stage["trials"])
+
+
+def test_a_wrong_result_is_incorrect_numerical() -> None:
+    def wrong(A, B, C):
+        C.copy_(torch.matmul(A, B.T) + 1)
+
+    stage = run_correctness(wrong, cpu_gemm_spec(), None, set())
+    assert stage["status"] == "incorrect_numerical" and stage["message"].startswith("trial 1")
+
+
+def test_half_the_output_unwritten_is_caught_by_the_nan_prefill() -> None:
+    def half(A, B, C):
+        rows = C.shape[0] // 2
+        C[:rows].copy_(torch.matmul(A[:rows], B.T))
+
+    stage = run_correctness(half, cpu_gemm_spec(), None, set())
+    assert stage["status"] == "incorrect_numerical"
+    assert "NaN" in stage["message"]
+
+
+def test_a_candidate_that_writes_its_inputs_is_caught() -> None:
+    def clobber(A, B, C):
+        correct(A, B, C)
+        A[0].zero_()
+
+    stage = run_correctness(clobber, cpu_gemm_spec(), None, set())
+    assert stage["status"] == "inputs_modified" and "A" in stage["message"]
+
+
+def test_a_result_cached_by_address_is_replayed_stale_and_caught() -> None:
+    cache: dict[tuple[int, int], torch.Tensor] = {}
+
+    def cached(A, B, C):
+        key = (A.data_ptr(), B.data_ptr())
+        if key not in cache:
+            cache[key] = torch.matmul(A, B.T)
+        C.copy_(cache[key])
+
+    stage = run_correctness(cached, cpu_gemm_spec(), None, set())
+    assert stage["status"] == "incorrect_numerical"
+    assert stage["message"].startswith("trial 2")

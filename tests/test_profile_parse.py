@@ -1,0 +1,87 @@
+"""The dynamic tier's parser and verdicts on Nsight Compute output recorded on the H200.
+
+tests/data/ncu/*_raw_details.csv are `ncu --import R --page raw --csv --print-units base
+--print-metric-instances details` of one call at gemm_n7168_k5120 M=256 (ncu 2025.3.1, H200, driver
+580.159.04): our wgmma GEMM (tests/gpu/kernels/wgmma_gemm.cu) and the token-wgmma fault
+(tests/gpu/faults/token_wgmma.cu).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.evaluate.profile import (
+    dynamic_stage,
+    kernel_filter,
+    ncu_command,
+    parse_instances,
+    parse_raw_csv,
+)
+from workbench.evaluate.sass import FAMILIES
+
+DATA = Path(__file__).parent / "data" / "ncu"
+FAMILY_LISTS = {family: sorted(ops) for family, ops in FAMILIES.items()}
+M, N, K = 256, 7168, 5120
+
+
+def launches(name: str) -> list[dict]:
+    return parse_raw_csv((DATA / f"{name}_m256_raw_details.csv").read_text())
+
+
+def test_per_opcode_instances_parse_with_thousands_separators() -> None:
+    cell = "104,791,272 (UMOV: 13,803,496; HGMMA.64x256x16.F32.BF16: 4,587,520; BRA: 7)"
+    assert parse_instances(cell) == {"UMOV": 13803496.0, "HGMMA.64x256x16.F32.BF16": 4587520.0, "BRA": 7.0}
+    assert parse_instances("0") == {}
+
+
+def test_real_wgmma_gemm_reports_exactly_the_task_flops_on_the_tensor_pipe() -> None:
+    (launch,) = launches("wgmma_gemm")
+    assert launch["name"].startswith("wgmma_gemm_kernel(")
+    assert launch["tensor_flops"] == 2 * M * N * K
+    assert launch["opcodes"]["HGMMA"] == 4_587_520
+    assert launch["opcodes"]["UTMALDG"] > 0 and launch["opcodes"]["SYNCS"] > 0
+    stage = dynamic_stage([launch], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper")
+    assert stage["status"] == "passed"
+    assert stage["required_executed"] and stage["tensor_share"] == 1.0
+    assert {"GMMA", "TMA", "MBARRIER", "SETMAXNREG"} <= set(stage["executed_families"])
+
+
+def test_token_wgmma_executes_but_carries_almost_none_of_the_flops() -> None:
+    (launch,) = launches("token_wgmma")
+    stage = dynamic_stage([launch], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper")
+    assert stage["required_executed"]
+    assert stage["status"] == "low_tensor_share"
+    assert stage["tensor_share"] < 0.001
+    assert "the math happens elsewhere" in stage["message"]
+
+
+def test_a_wgmma_no_thread_executes_is_not_executed() -> None:
+    (launch,) = launches("token_wgmma")
+    launch["opcodes"].pop("HGMMA")
+    launch["tensor_flops"] = 0.0
+    stage = dynamic_stage([launch], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper")
+    assert stage["status"] == "dynamic_not_executed" and not stage["required_executed"]
+
+
+def test_no_profiled_launch_is_not_executed() -> None:
+    stage = dynamic_stage([], FAMILY_LISTS, "GMMA", 1.0, "hopper")
+    assert stage["status"] == "dynamic_not_executed"
+
+
+def test_blackwell_has_opcode_proof_without_a_flop_metric() -> None:
+    launch = {"name": "k", "opcodes": {"UTCHMMA": 128.0}, "tensor_flops": None, "time_ns": 1.0}
+    stage = dynamic_stage([launch], FAMILY_LISTS, "TCGEN05_MMA", 1e9, "blackwell")
+    assert stage["status"] == "passed" and stage["tensor_share"] is None
+    assert "no tensor-FLOP metric" in stage["message"]
+
+
+def test_the_ncu_command_profiles_only_the_candidates_kernels() -> None:
+    names = ["_Z17wgmma_gemm_kernel14CUtensorMap_stS_P13__nv_bfloat16iii", "_Z3fooIiEvv.cold$1"]
+    command = ncu_command("ncu", "/tmp/r", names, "hopper", ["python", "x.py"])
+    assert command[command.index("--clock-control") + 1] == "none"
+    assert command[command.index("--kernel-name-base") + 1] == "mangled"
+    assert "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum" in command[command.index("--metrics") + 1]
+    assert command[-2:] == ["python", "x.py"]
+    assert kernel_filter(names) == (
+        r"regex:^(_Z17wgmma_gemm_kernel14CUtensorMap_stS_P13__nv_bfloat16iii|_Z3fooIiEvv\.cold\$1)$"
+    )

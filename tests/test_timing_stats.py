@@ -1,0 +1,37 @@
+"""Timing arithmetic that needs no GPU: the summary statistics, speed of light, the message."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.evaluate.timing import speed_of_light_ms, summarize, timing_message
+
+
+def test_summary_has_median_quartiles_and_extremes() -> None:
+    stats = summarize("candidate", [5.0, 1.0, 3.0, 2.0, 4.0], ["k2", "k1", "k1"])
+    assert stats["median_ms"] == 3.0 and stats["min_ms"] == 1.0 and stats["max_ms"] == 5.0
+    assert stats["p25_ms"] == 2.0 and stats["p75_ms"] == 4.0
+    assert stats["iterations"] == 5 and stats["kernels"] == ["k1", "k2"]
+
+
+def test_speed_of_light_is_the_larger_of_compute_and_memory_time() -> None:
+    ceilings = {"tensor_tflops": 800.0, "bandwidth_tbps": 4.0}
+    assert speed_of_light_ms(8e11, 4e6, ceilings) == pytest.approx(1.0)  # compute-bound: 1 ms vs 0.001 ms
+    assert speed_of_light_ms(8e5, 4e9, ceilings) == pytest.approx(1.0)  # memory-bound
+    assert speed_of_light_ms(None, None, ceilings) is None
+
+
+def test_the_message_flags_a_result_faster_than_light() -> None:
+    stage = {
+        "candidate": summarize("candidate", [0.5, 0.5, 0.5]),
+        "baselines": [summarize("cuBLAS (torch.matmul)", [1.0, 1.0, 1.0])],
+        "speedup": 2.0,
+        "tflops": 1600.0,
+        "speed_of_light_ms": 0.8,
+        "faster_than_light": True,
+        "method": "cupti",
+    }
+    text = timing_message(stage)
+    assert "speedup 2.000x" in text and "FLAGGED" in text
+    stage["method"], stage["faster_than_light"] = "events", False
+    assert "CUDA events" in timing_message(stage) and "FLAGGED" not in timing_message(stage)

@@ -1,0 +1,110 @@
+"""The real worker process over its JSON-lines protocol, on this machine (no GPU here).
+
+It answers hello, rejects malformed and unknown requests without dying, builds and runs the static
+tier on request (the path an ssh executor uses), and turns a GPU child that cannot start into a
+verdict while it keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from build_support import needs_nvcc
+
+KERNEL = Path(__file__).parent / "gpu" / "kernels" / "wgmma_gemm.cu"
+
+
+class WorkerProcess:
+    def __init__(self, cache: Path) -> None:
+        env = {**os.environ, "PTXWB_CACHE": str(cache)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "workbench.evaluate.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+
+    def send_line(self, line: str) -> dict:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def send(self, message: dict) -> dict:
+        return self.send_line(json.dumps(message))
+
+    def close(self) -> int:
+        self.send({"op": "shutdown"})
+        return self.process.wait(timeout=60)
+
+
+@pytest.fixture
+def worker(tmp_path: Path):
+    process = WorkerProcess(tmp_path / "cache")
+    yield process
+    if process.process.poll() is None:
+        process.process.kill()
+        process.process.wait()
+
+
+def test_hello_describes_the_host(worker: WorkerProcess) -> None:
+    reply = worker.send({"op": "hello", "id": 1})
+    assert reply["id"] == 1 and reply["type"] == "hello" and reply["protocol"] == 1
+    assert isinstance(reply["gpus"], list) and reply["python"].startswith("3.")
+    assert worker.close() == 0
+
+
+def test_bad_requests_are_answered_and_the_worker_lives_on(worker: WorkerProcess) -> None:
+    assert worker.send_line("{not json")["type"] == "error"
+    assert worker.send({"op": "fly", "id": 2}) == {"id": 2, "type": "error", "message": "unknown op 'fly'"}
+    assert worker.send({"op": "stage", "stage": "timing", "id": 3})["message"] == "no candidate begun"
+    assert worker.send({"op": "hello", "id": 4})["type"] == "hello"
+    assert worker.close() == 0
+
+
+def test_a_gpu_child_that_cannot_start_is_a_verdict_not_a_dead_worker(
+    worker: WorkerProcess, tmp_path: Path
+) -> None:
+    library = tmp_path / "missing.so"
+    spec = {"definition": {"inputs": {}, "outputs": {}}, "axes": {}, "seed": 1}
+    begun = worker.send(
+        {
+            "op": "begin",
+            "id": 5,
+            "library": str(library),
+            "kernels": ["k"],
+            "spec": spec,
+            "stages": ["correctness"],
+            "timeouts": {"start_s": 120},
+        }
+    )
+    assert begun["type"] == "begun"
+    if begun["ok"]:
+        pytest.skip("this machine has a working GPU: the failure path is exercised by the GPU tests")
+    assert begun["status"] == "infrastructure_error"
+    assert begun["message"].startswith("the GPU child did not start: exited with status 1")
+    stage = worker.send({"op": "stage", "id": 6, "stage": "correctness"})
+    assert stage["result"]["status"] == "infrastructure_error"
+    assert worker.send({"op": "end", "id": 7})["type"] == "ended"
+    assert worker.send({"op": "hello", "id": 8})["type"] == "hello"
+    assert worker.close() == 0
+
+
+@needs_nvcc
+def test_build_runs_the_static_tier_on_the_worker_host(worker: WorkerProcess) -> None:
+    reply = worker.send(
+        {"op": "build", "id": 9, "source": KERNEL.read_text(), "target": "hopper", "timeout_s": 300}
+    )
+    assert reply["type"] == "built"
+    assert reply["build"]["status"] == "passed", reply["build"]["message"]
+    assert reply["static"]["status"] == "passed" and reply["static"]["required_present"]
+    assert reply["kernels"] == ["_Z17wgmma_gemm_kernel14CUtensorMap_stS_P13__nv_bfloat16iii"]
+    assert Path(reply["build"]["library_path"]).is_file()
+    assert worker.close() == 0

@@ -1,0 +1,158 @@
+"""What the `local` and `ssh://` executors share: all five tiers, the GPU ones through a worker.
+
+Build and static run where the executor says (here for `local`, on the remote host for `ssh://`);
+correctness, dynamic and timing run in the worker's per-candidate child. The stages go through the
+same `run_stages` as the static executor, so progress, stop-at-first-failure and the verdict match.
+A worker host without a GPU reports the GPU tiers as `not_run`, never as passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from workbench.evaluate.build import build
+from workbench.evaluate.gpu_spec import gpu_spec
+from workbench.evaluate.pipeline import run_stages
+from workbench.evaluate.request import EvalRequest, ProgressCallback
+from workbench.evaluate.result import (
+    BuildStage,
+    CorrectnessStage,
+    DynamicStage,
+    EvalResult,
+    StageBase,
+    StaticStage,
+    Status,
+    TimingStage,
+)
+from workbench.evaluate.sass import static_stage
+from workbench.evaluate.static_executor import new_result
+from workbench.evaluate.worker import module_kernels
+from workbench.evaluate.worker_client import WorkerClient, WorkerError
+from workbench.tasks import get_target, resolve_task
+
+STAGE_MODELS: dict[str, type[StageBase]] = {
+    "correctness": CorrectnessStage,
+    "dynamic": DynamicStage,
+    "timing": TimingStage,
+}
+
+
+class GpuExecutor:
+    """Base of `local` and `ssh://`: subclasses give the worker command and where builds happen."""
+
+    name = "gpu"
+    remote_build = False
+
+    def __init__(self, client: WorkerClient, cache_dir: Path | None = None) -> None:
+        self.client = client
+        self.cache_dir = cache_dir
+
+    async def evaluate(self, request: EvalRequest, progress: ProgressCallback | None = None) -> EvalResult:
+        target = get_target(request.target)
+        task = resolve_task(request.task)
+        workload = task.workload(request.workload)
+        result = new_result(request, self.name)
+        state: dict = {}
+
+        async def build_step(_: EvalResult) -> StageBase:
+            if not self.remote_build:
+                return await build(request.source, target, request.compile_timeout_s, self.cache_dir)
+            hello = await self.client.start()
+            result.device = ", ".join(hello.get("gpus") or []) or None
+            reply = await self.client.request(
+                {
+                    "op": "build",
+                    "source": request.source,
+                    "target": request.target,
+                    "timeout_s": request.compile_timeout_s,
+                },
+                timeout_s=request.compile_timeout_s + 300,
+            )
+            state["remote_static"] = reply.get("static")
+            state["kernels"] = reply.get("kernels") or []
+            return BuildStage.model_validate(reply["build"])
+
+        async def static_step(so_far: EvalResult) -> StageBase:
+            if self.remote_build:
+                return StaticStage.model_validate(state["remote_static"])
+            stage = await static_stage(so_far.stages.build, target)
+            library = so_far.stages.build.library_path
+            if library:
+                state["kernels"] = await asyncio.to_thread(module_kernels, library, stage.sass_path)
+            return stage
+
+        async def begin() -> dict:
+            if "begun" not in state:
+                hello = await self.client.start()
+                if not hello.get("gpus"):
+                    state["begun"] = {
+                        "ok": False,
+                        "status": Status.not_run.value,
+                        "message": f"no GPU on {hello.get('host', 'the worker host')}",
+                    }
+                else:
+                    spec = gpu_spec(task, workload, target)
+                    state["begun"] = await self.client.request(
+                        {
+                            "op": "begin",
+                            "library": result.stages.build.library_path,
+                            "kernels": state.get("kernels"),
+                            "spec": spec,
+                            "stages": ["correctness", "dynamic", "timing"],
+                            "timeouts": {
+                                "correctness_s": request.run_timeout_s,
+                                "timing_s": request.run_timeout_s,
+                                "dynamic_s": request.profile_timeout_s,
+                            },
+                        },
+                        timeout_s=request.run_timeout_s + 300,
+                    )
+                    result.device = state["begun"].get("device") or result.device
+            return state["begun"]
+
+        def gpu_step(name: str):
+            async def step(_: EvalResult) -> StageBase:
+                model = STAGE_MODELS[name]
+                try:
+                    begun = await begin()
+                    if not begun.get("ok") and begun.get("status") == Status.not_run.value:
+                        return model(status=Status.not_run, message=begun["message"])
+                    reply = await self.client.request(
+                        {
+                            "op": "stage",
+                            "stage": name,
+                            "trials": request.trials,
+                            "warmup": request.warmup,
+                            "iterations": request.iterations,
+                        },
+                        timeout_s=request.profile_timeout_s + request.run_timeout_s + 300,
+                    )
+                except WorkerError as exc:
+                    return model(status=Status.infrastructure_error, message=f"GPU worker: {exc}")
+                return model.model_validate(reply["result"])
+
+            return step
+
+        try:
+            await run_stages(
+                result,
+                [
+                    ("build", build_step),
+                    ("static", static_step),
+                    ("correctness", gpu_step("correctness")),
+                    ("dynamic", gpu_step("dynamic")),
+                    ("timing", gpu_step("timing")),
+                ],
+                progress,
+            )
+        finally:
+            if "begun" in state and self.client.hello is not None:
+                try:
+                    await self.client.request({"op": "end"}, timeout_s=120)
+                except WorkerError:
+                    pass
+        return result
+
+    async def close(self) -> None:
+        await self.client.close()

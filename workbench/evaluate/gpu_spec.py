@@ -1,0 +1,67 @@
+"""The plain-JSON description of a task's workload that the GPU worker and its children need.
+
+Host side (it reads the catalogue); the worker side never imports pydantic, so everything it needs
+travels in this dict: the Definition JSON, the resolved axes, the seed, tolerances, FLOPs and bytes,
+the instruction families, the smallest workload for profiling, and for a backward task the forward
+definition whose reference derives O and LSE from the random Q, K, V.
+"""
+
+from __future__ import annotations
+
+from workbench.evaluate.sass import FAMILIES
+from workbench.tasks import Catalogue, Target, Task, Workload
+
+
+def _forward_task(task: Task, catalogue: Catalogue | None) -> Task | None:
+    """The forward definition of a backward attention task (mha_bwd_d128_causal -> mha_with_lse_d128_causal)."""
+    if not task.facts or not task.facts.derived_inputs or not task.name.startswith("mha_bwd_"):
+        return None
+    name = "mha_with_lse_" + task.name.removeprefix("mha_bwd_")
+    return (catalogue or Catalogue.load()).get(name)
+
+
+def profile_workload(task: Task) -> Workload:
+    """The cheapest workload of the task: one profiled call under Nsight Compute is slow per kernel."""
+
+    def cost(workload: Workload) -> float:
+        return task.flops(workload) or task.min_bytes(workload)
+
+    return min(task.workloads, key=cost)
+
+
+def gpu_spec(task: Task, workload: Workload, target: Target, catalogue: Catalogue | None = None) -> dict:
+    definition = task.definition
+    facts = task.facts
+    spec: dict = {
+        "task": task.name,
+        "target": target.name,
+        "definition": definition.model_dump(mode="json", exclude_none=True),
+        "axes": definition.axis_values(dict(workload.axes)),
+        "workload_uuid": workload.uuid,
+        "workload_inputs": {name: kind.model_dump(mode="json") for name, kind in workload.inputs.items()},
+        "seed": task.seed(workload),
+        "family": facts.family if facts else None,
+        "causal": bool(facts and facts.causal),
+        "derived_inputs": list(facts.derived_inputs) if facts else [],
+        "atol": facts.atol if facts else 1e-2,
+        "rtol": facts.rtol if facts else 1e-2,
+        "flops": task.flops(workload),
+        "min_bytes": task.min_bytes(workload),
+        "families": {family: sorted(ops) for family, ops in FAMILIES.items()},
+        "required_family": target.required_family,
+    }
+    smallest = profile_workload(task) if task.workloads else workload
+    spec["profile"] = {
+        "workload_uuid": smallest.uuid,
+        "axes": definition.axis_values(dict(smallest.axes)),
+        "flops": task.flops(smallest),
+    }
+    forward = _forward_task(task, catalogue)
+    if forward is not None:
+        spec["forward"] = {
+            "definition": forward.definition.model_dump(mode="json", exclude_none=True),
+            "reference": forward.definition.reference,
+            "inputs": list(forward.definition.inputs),
+            "outputs": list(forward.definition.outputs),
+        }
+    return spec

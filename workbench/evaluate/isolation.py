@@ -1,0 +1,265 @@
+"""One candidate, one process: a child in its own session (process group), spoken to over two private
+pipes, its stdout/stderr drained into a capped buffer, every request under a deadline, killed as a group.
+
+Standard library only: this runs inside the worker on a bare GPU host. The child's protocol is one JSON
+object per line on the pipes named by `PTXWB_CHILD_FDS` ("READ,WRITE" from the child's side), so nothing
+the candidate prints on fd 1 or 2 can forge or corrupt a reply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+FDS_ENV = "PTXWB_CHILD_FDS"
+OUTPUT_CAP_BYTES = 64 * 1024
+
+# Lines that frame an error rather than say what it was (Python tracebacks, torch's CUDA advice).
+_NOISE_PREFIXES = (
+    "Traceback (most recent call last)",
+    "File ",
+    "CUDA kernel errors might be asynchronously reported",
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING",
+    "Compile with `TORCH_USE_CUDA_DSA`",
+    "Search for `cuda",
+    "Device-side assertions will be",
+    "~~~",
+    "^^^",
+    "During handling of the above exception",
+    "The above exception was the direct cause",
+)
+
+
+def first_useful_line(text: str) -> str:
+    """The first line of `text` that names a cause, not the traceback frame or advice around it."""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(_NOISE_PREFIXES) or set(line) <= set("~^ "):
+            continue
+        return line[:500]
+    return ""
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}"
+    return f"exited with status {returncode}"
+
+
+class CappedOutput:
+    """Drains a pipe on a thread so the child never blocks on it; keeps the first `cap` bytes."""
+
+    def __init__(self, stream, cap: int = OUTPUT_CAP_BYTES) -> None:
+        self._stream = stream
+        self._cap = cap
+        self._chunks: list[bytes] = []
+        self._kept = 0
+        self.total = 0
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            chunk = self._stream.read1(65536) if hasattr(self._stream, "read1") else self._stream.read(65536)
+            if not chunk:
+                break
+            self.total += len(chunk)
+            if self._kept < self._cap:
+                piece = chunk[: self._cap - self._kept]
+                self._chunks.append(piece)
+                self._kept += len(piece)
+
+    def join(self, timeout: float = 2.0) -> None:
+        self._thread.join(timeout)
+
+    def text(self) -> str:
+        kept = b"".join(self._chunks).decode(errors="replace")
+        if self.total > self._kept:
+            kept += f"\n[... {self.total - self._kept} more bytes of output dropped]"
+        return kept
+
+
+@dataclass
+class Reply:
+    """What came back for one request: the child's JSON reply, or why there is none."""
+
+    data: dict | None
+    timed_out: bool = False
+    exit_description: str = ""
+    evidence: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.data is not None
+
+
+class Child:
+    """A child process speaking JSON lines on private pipes, in its own process group."""
+
+    def __init__(
+        self, argv: Sequence[str], env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> None:
+        child_read, parent_write = os.pipe()
+        parent_read, child_write = os.pipe()
+        child_env = dict(os.environ if env is None else env)
+        child_env[FDS_ENV] = f"{child_read},{child_write}"
+        self.process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(child_read, child_write),
+            env=child_env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        os.close(child_read)
+        os.close(child_write)
+        self._write_fd = parent_write
+        self._read_fd = parent_read
+        self._buffer = b""
+        self.stdout = CappedOutput(self.process.stdout)
+        self.stderr = CappedOutput(self.process.stderr)
+        self.started = time.monotonic()
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def send(self, message: dict) -> bool:
+        try:
+            os.write(self._write_fd, (json.dumps(message) + "\n").encode())
+            return True
+        except OSError:
+            return False
+
+    def receive(self, timeout_s: float) -> Reply:
+        """The next reply line, waiting at most `timeout_s`; on death or timeout, the evidence."""
+        deadline = time.monotonic() + timeout_s
+        selector = selectors.DefaultSelector()
+        selector.register(self._read_fd, selectors.EVENT_READ)
+        try:
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill()
+                    return Reply(
+                        None,
+                        timed_out=True,
+                        exit_description="killed after the time limit",
+                        evidence=self.evidence(),
+                    )
+                if not selector.select(timeout=min(left, 0.5)):
+                    continue
+                chunk = os.read(self._read_fd, 65536)
+                if not chunk:  # the child closed its end: it is gone
+                    self.process.wait(timeout=10)
+                    return Reply(
+                        None,
+                        exit_description=describe_exit(self.process.returncode),
+                        evidence=self.evidence(),
+                    )
+                self._buffer += chunk
+        finally:
+            selector.close()
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            return Reply(json.loads(line))
+        except json.JSONDecodeError:
+            self.kill()
+            return Reply(
+                None,
+                exit_description="sent an unreadable reply",
+                evidence=line[:300].decode(errors="replace"),
+            )
+
+    def request(self, message: dict, timeout_s: float) -> Reply:
+        if not self.send(message):
+            self.process.wait(timeout=10)
+            return Reply(
+                None, exit_description=describe_exit(self.process.returncode), evidence=self.evidence()
+            )
+        return self.receive(timeout_s)
+
+    def evidence(self) -> str:
+        """The first useful line the child wrote on stderr, else on stdout."""
+        self.stderr.join(0.5)
+        self.stdout.join(0.5)
+        return first_useful_line(self.stderr.text()) or first_useful_line(self.stdout.text())
+
+    def kill(self) -> None:
+        """End the whole process group (the candidate may have forked), then reap."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        if self.alive():
+            self.kill()
+        else:
+            try:  # the leader is gone; anything it left in its group goes too
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for fd in (self._write_fd, self._read_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.stdout.join(1.0)
+        self.stderr.join(1.0)
+
+
+def child_channel() -> tuple[int, int]:
+    """Inside a child: the (read, write) protocol descriptors the parent passed."""
+    value = os.environ.get(FDS_ENV)
+    if not value:
+        raise RuntimeError(f"{FDS_ENV} is not set: this process was not started by the workbench worker")
+    read_fd, write_fd = (int(part) for part in value.split(","))
+    return read_fd, write_fd
+
+
+class ChildChannel:
+    """The child's side of the protocol: read requests, write replies."""
+
+    def __init__(self) -> None:
+        read_fd, write_fd = child_channel()
+        self._reader = os.fdopen(read_fd, "rb", buffering=0)
+        self._write_fd = write_fd
+        self._buffer = b""
+
+    def read(self) -> dict | None:
+        while b"\n" not in self._buffer:
+            chunk = self._reader.read(65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def write(self, message: dict) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        while data:
+            written = os.write(self._write_fd, data)
+            data = data[written:]

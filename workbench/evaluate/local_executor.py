@@ -1,0 +1,17 @@
+"""The `local` executor: build and static here, the GPU tiers in a worker process on this machine."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from workbench.evaluate.gpu_executor import GpuExecutor
+from workbench.evaluate.worker_client import WorkerClient
+
+
+class LocalExecutor(GpuExecutor):
+    name = "local"
+    remote_build = False
+
+    def __init__(self, cache_dir: Path | None = None) -> None:
+        super().__init__(WorkerClient([sys.executable, "-m", "workbench.evaluate.worker"]), cache_dir)

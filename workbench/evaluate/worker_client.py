@@ -1,0 +1,113 @@
+"""The host's side of the worker protocol: one long-lived worker process, JSON lines both ways.
+
+The same client drives a local worker (`python -m workbench.evaluate.worker`) and a remote one over
+OpenSSH (`ssh host python -m workbench.evaluate.worker`): only the command differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Callable, Sequence
+
+# A reply line can carry a whole EvalResult stage; asyncio's default 64 KiB line limit is too small.
+LINE_LIMIT = 64 * 1024 * 1024
+
+
+class WorkerError(RuntimeError):
+    """The worker is gone or answered outside the protocol."""
+
+
+class WorkerClient:
+    def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
+        self.argv = list(argv)
+        self.env = env
+        self._process: asyncio.subprocess.Process | None = None
+        self._ids = itertools.count(1)
+        self._lock = asyncio.Lock()
+        self.hello: dict | None = None
+
+    async def start(self) -> dict:
+        if self._process is not None and self._process.returncode is None and self.hello is not None:
+            return self.hello
+        self._process = await asyncio.create_subprocess_exec(
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.env,
+            limit=LINE_LIMIT,
+        )
+        self.hello = await self.request({"op": "hello"}, timeout_s=120)
+        return self.hello
+
+    async def request(
+        self, message: dict, timeout_s: float, on_progress: Callable[[dict], None] | None = None
+    ) -> dict:
+        """Send one request; return its final reply (progress events go to `on_progress`)."""
+        async with self._lock:
+            process = self._process
+            if (
+                process is None
+                or process.returncode is not None
+                or process.stdin is None
+                or process.stdout is None
+            ):
+                raise WorkerError(await self._why_gone())
+            request_id = next(self._ids)
+            process.stdin.write((json.dumps({**message, "id": request_id}) + "\n").encode())
+            try:
+                await process.stdin.drain()
+                while True:
+                    line = await asyncio.wait_for(process.stdout.readline(), timeout=timeout_s)
+                    if not line:
+                        raise WorkerError(await self._why_gone())
+                    reply = json.loads(line)
+                    if reply.get("id") != request_id:
+                        continue
+                    if reply.get("type") == "progress":
+                        if on_progress is not None:
+                            on_progress(reply)
+                        continue
+                    if reply.get("type") == "error":
+                        raise WorkerError(reply.get("message", "worker error"))
+                    return reply
+            except TimeoutError:
+                await self.close()
+                raise WorkerError(f"the worker did not answer within {timeout_s:g} s") from None
+            except (BrokenPipeError, ConnectionResetError, json.JSONDecodeError) as exc:
+                raise WorkerError(f"the worker connection broke: {exc}") from None
+
+    async def _why_gone(self) -> str:
+        process = self._process
+        if process is None:
+            return "the worker is not started"
+        stderr = b""
+        if process.stderr is not None:
+            try:
+                stderr = await asyncio.wait_for(process.stderr.read(65536), timeout=5)
+            except TimeoutError:
+                pass
+        try:
+            await asyncio.wait_for(process.wait(), timeout=5)
+        except TimeoutError:
+            pass
+        lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
+        detail = f": {lines[-1][:300]}" if lines else ""
+        return f"the worker exited (status {process.returncode}){detail}"
+
+    async def close(self) -> None:
+        process, self._process = self._process, None
+        self.hello = None
+        if process is None or process.returncode is not None:
+            return
+        try:
+            if process.stdin is not None:
+                process.stdin.write(b'{"op": "shutdown"}\n')
+                await process.stdin.drain()
+                process.stdin.close()
+            await asyncio.wait_for(process.wait(), timeout=30)
+        except (TimeoutError, BrokenPipeError, ConnectionResetError):
+            process.kill()
+            await process.wait()
