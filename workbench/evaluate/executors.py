@@ -7,7 +7,7 @@ from pathlib import Path
 from workbench.errors import UserError
 from workbench.evaluate.request import Executor
 
-KNOWN = ("static",)
+KNOWN = ("static", "local", "ssh://[user@]host[:port]")
 
 
 def make_executor(spec: str, cache_dir: Path | None = None) -> Executor:
@@ -16,4 +16,12 @@ def make_executor(spec: str, cache_dir: Path | None = None) -> Executor:
         from workbench.evaluate.static_executor import StaticExecutor
 
         return StaticExecutor(cache_dir)
+    if spec == "local":
+        from workbench.evaluate.local_executor import LocalExecutor
+
+        return LocalExecutor(cache_dir)
+    if spec.startswith("ssh://"):
+        from workbench.evaluate.ssh_executor import SshExecutor
+
+        return SshExecutor(spec)
     raise UserError(f"unknown executor {spec!r}; choose one of: {', '.join(KNOWN)}")

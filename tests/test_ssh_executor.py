@@ -1,0 +1,153 @@
+"""The `ssh://` executor against a real OpenSSH server on localhost, on the static path.
+
+The test starts its own `sshd` on a free port with a throwaway host key and an authorized key for the
+current user, then evaluates real kernels through `ssh://user@127.0.0.1:PORT`: the worker runs on the
+far side of ssh, builds with nvcc and runs the static tier there, and (no GPU here) reports the GPU
+tiers as not run. Skipped, with the reason, where sshd is not installed (Debian: openssh-server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from build_support import needs_nvcc
+
+from workbench.evaluate.request import EvalRequest
+from workbench.evaluate.result import Status
+from workbench.evaluate.ssh_executor import SshExecutor, parse_address, ssh_command
+
+KERNELS = Path(__file__).parent / "gpu" / "kernels"
+SSHD = shutil.which("sshd") or next(
+    (p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if Path(p).is_file()), None
+)
+TASK = "gemm_n7168_k5120"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory):
+    if SSHD is None or shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
+        pytest.skip("OpenSSH server not installed (Debian: apt-get install openssh-server)")
+    home = tmp_path_factory.mktemp("sshd")
+    for name in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(home / name)], check=True)
+    (home / "authorized_keys").write_text((home / "client_key.pub").read_text())
+    os.chmod(home / "authorized_keys", 0o600)
+    port = free_port()
+    config = home / "sshd_config"
+    config.write_text(
+        "\n".join(
+            [
+                f"Port {port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {home / 'host_key'}",
+                f"AuthorizedKeysFile {home / 'authorized_keys'}",
+                f"PidFile {home / 'sshd.pid'}",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "PubkeyAuthentication yes",
+                "PermitRootLogin prohibit-password",
+                "StrictModes no",
+                "UsePAM no",
+                "AcceptEnv PTXWB_*",
+                "",
+            ]
+        )
+    )
+    if os.geteuid() == 0:
+        Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory
+    server = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            pytest.skip(f"sshd could not start here: {server.stderr.read().strip()[:300]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    options = [
+        "-i",
+        str(home / "client_key"),
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        f"SetEnv=PTXWB_CACHE={home / 'cache'}",
+    ]
+    yield port, options
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def executor_for(port: int, options: list[str]) -> SshExecutor:
+    return SshExecutor(f"ssh://{getpass.getuser()}@127.0.0.1:{port}?python={sys.executable}", options)
+
+
+def evaluate(executor: SshExecutor, source: str) -> object:
+    async def go():
+        try:
+            return await executor.evaluate(EvalRequest(task=TASK, target="hopper", source=source))
+        finally:
+            await executor.close()
+
+    return asyncio.run(go())
+
+
+def test_addresses_parse_into_an_ssh_command() -> None:
+    address = parse_address("ssh://alice@gpu-7:2200?python=/opt/venv/bin/python")
+    assert (address.user, address.host, address.port, address.python) == (
+        "alice",
+        "gpu-7",
+        2200,
+        "/opt/venv/bin/python",
+    )
+    command = ssh_command(address)
+    assert command[:5] == ["ssh", "-T", "-o", "BatchMode=yes", "-o"]
+    assert command[-4:] == ["alice@gpu-7", "/opt/venv/bin/python", "-m", "workbench.evaluate.worker"]
+    assert parse_address("ssh://box").label == "ssh://box"
+
+
+@needs_nvcc
+def test_a_kernel_is_built_and_judged_statically_on_the_far_side(sshd) -> None:
+    port, options = sshd
+    executor = executor_for(port, options)
+    result = evaluate(executor, (KERNELS / "wgmma_gemm.cu").read_text())
+    assert result.executor == executor.name
+    assert result.stages.build.status == Status.passed, result.stages.build.message
+    assert result.stages.static.status == Status.passed and result.stages.static.required_present
+    for stage in (result.stages.correctness, result.stages.dynamic, result.stages.timing):
+        assert stage.status == Status.not_run and stage.message.startswith("no GPU on")
+    assert result.status == Status.not_run  # never passed without the GPU tiers
+
+
+@needs_nvcc
+def test_the_far_side_reports_a_failing_static_tier(sshd) -> None:
+    port, options = sshd
+    result = evaluate(executor_for(port, options), (KERNELS / "simt_gemm.cu").read_text())
+    assert result.status == Status.static_missing_family
+    assert "FFMA" in result.stages.static.message
+
+
+def test_an_unreachable_host_is_an_infrastructure_error(sshd) -> None:
+    _, options = sshd
+    result = evaluate(executor_for(free_port(), options), (KERNELS / "wgmma_gemm.cu").read_text())
+    assert result.status == Status.infrastructure_error
+    assert "worker exited" in result.stages.build.message
