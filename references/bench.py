@@ -53,6 +53,7 @@ class Case:
     shape: dict[str, int]
     causal: bool = False
     check_shapes: list[dict[str, int]] = field(default_factory=list)
+    headline_trials: int = 2
     time_it: bool = True
 
 
@@ -267,7 +268,7 @@ def run_case(case: Case, module, args) -> dict:
     result: dict = {"case": case.name, "kernel": case.kernel.name, "shape": case.shape}
     # correctness: every check shape with a fresh seed, plus a second seed on the headline shape
     checks = []
-    for i, shape in enumerate([*case.check_shapes, case.shape, case.shape]):
+    for i, shape in enumerate([*case.check_shapes, *[case.shape] * case.headline_trials]):
         seed = 1234 + 17 * i
         if case.family == "gemm":
             ins = gemm_inputs(shape, seed)
@@ -343,83 +344,39 @@ def cases() -> list[Case]:
     tails = [{"M": 1000, "N": 7168, "K": 5120}, {"M": 256, "N": 7168, "K": 5120}]
     att = {"B": 4, "H": 48, "S": 4096, "D": 128}
     small = [{"B": 2, "H": 4, "S": 512, "D": 128}, {"B": 1, "H": 3, "S": 1024, "D": 128}]
+
+    def gemm(name: str, src: str, *defines: str, checks: list | None = None) -> Case:
+        kernel = Kernel(name.replace("/", "_").replace(" ", "_"), src, defines)
+        return Case(name, kernel, "gemm", g, check_shapes=tails if checks is None else checks)
+
     out = [
-        Case("gemm/01_simt", Kernel("gemm01", "gemm/01_simt.cu"), "gemm", g, check_shapes=tails[:1]),
-        Case("gemm/02_wgmma", Kernel("gemm02", "gemm/02_wgmma.cu"), "gemm", g, check_shapes=tails[:1]),
-        Case(
-            "gemm/03_tma_pipeline", Kernel("gemm03", "gemm/03_tma_pipeline.cu"), "gemm", g, check_shapes=tails
-        ),
-        Case(
-            "gemm/04_ws_persistent",
-            Kernel("gemm04", "gemm/04_ws_persistent.cu"),
-            "gemm",
-            g,
-            check_shapes=tails,
-        ),
-        Case(
-            "gemm/04 cluster=1",
-            Kernel("gemm04_c1", "gemm/04_ws_persistent.cu", ("GEMM_CLUSTER=1",)),
-            "gemm",
-            g,
-        ),
-        Case(
-            "gemm/04 group=16",
-            Kernel("gemm04_g16", "gemm/04_ws_persistent.cu", ("GEMM_GROUP_M=16",)),
-            "gemm",
-            g,
-        ),
-        Case(
-            "gemm/04 group=4", Kernel("gemm04_g4", "gemm/04_ws_persistent.cu", ("GEMM_GROUP_M=4",)), "gemm", g
-        ),
-        Case(
-            "gemm/04 M=4096",
-            Kernel("gemm04", "gemm/04_ws_persistent.cu"),
-            "gemm",
-            {"M": 4096, "N": 7168, "K": 5120},
-        ),
-        Case("attn/fwd", Kernel("fwd", "attention/mha_fwd_d128.cu"), "fwd", att, check_shapes=small),
-        Case(
-            "attn/fwd_causal",
-            Kernel("fwd_causal", "attention/mha_fwd_d128_causal.cu"),
-            "fwd",
-            att,
-            True,
-            check_shapes=small,
-        ),
-        # insurance for the transposed-V descriptor: the same kernel with LBO and SBO exchanged
-        Case(
-            "attn/fwd vdesc-swap",
-            Kernel("fwd_swap", "attention/mha_fwd_d128.cu", ("ATTN_V_LBO=1024", "ATTN_V_SBO=16384")),
-            "fwd",
-            small[0],
-            check_shapes=[],
-            time_it=False,
-        ),
+        gemm("gemm/01_simt", "gemm/01_simt.cu", checks=tails[:1]),
+        gemm("gemm/02_wgmma", "gemm/02_wgmma.cu", checks=tails[:1]),
+        gemm("gemm/03_tma_pipeline", "gemm/03_tma_pipeline.cu"),
+        gemm("gemm/04 epi=direct", "gemm/04_ws_persistent.cu", "GEMM_TMA_EPILOGUE=0", "GEMM_STAGES=4"),
+        gemm("gemm/04 epi=tma1 st=3", "gemm/04_ws_persistent.cu", "GEMM_TMA_EPILOGUE=1", "GEMM_STAGES=3"),
+        gemm("gemm/04 epi=tma2 st=4", "gemm/04_ws_persistent.cu", "GEMM_TMA_EPILOGUE=2", "GEMM_STAGES=4"),
+        gemm("gemm/04 epi=tma4 st=4", "gemm/04_ws_persistent.cu", "GEMM_TMA_EPILOGUE=4", "GEMM_STAGES=4"),
     ]
+    variants = {
+        "base": ("ATTN_OVERLAP=0", "ATTN_PINGPONG=0"),
+        "overlap": ("ATTN_OVERLAP=1", "ATTN_PINGPONG=0"),
+        "pingpong": ("ATTN_OVERLAP=0", "ATTN_PINGPONG=1"),
+        "pp+ov": ("ATTN_OVERLAP=1", "ATTN_PINGPONG=1"),
+    }
     for causal in (False, True):
-        src = HERE / "attention" / f"mha_bwd_d128{'_causal' if causal else ''}.cu"
-        if src.exists():
-            name = f"attn/bwd{'_causal' if causal else ''}"
-            out.append(
-                Case(
-                    name,
-                    Kernel(name.replace("/", "_"), str(src.relative_to(HERE))),
-                    "bwd",
-                    att,
-                    causal,
-                    check_shapes=small,
-                )
+        suffix = "_causal" if causal else ""
+        for label, defines in variants.items():
+            name = f"attn/fwd{suffix} {label}"
+            kernel = Kernel(
+                f"fwd{suffix}_{label.replace('+', '_')}", f"attention/mha_fwd_d128{suffix}.cu", defines
             )
-    if (HERE / "attention" / "mha_bwd_d128.cu").exists():
+            out.append(Case(name, kernel, "fwd", att, causal, check_shapes=small))
+    for causal in (False, True):
+        suffix = "_causal" if causal else ""
+        kernel = Kernel(f"bwd{suffix}", f"attention/mha_bwd_d128{suffix}.cu")
         out.append(
-            Case(
-                "attn/bwd mndesc-swap",
-                Kernel("bwd_swap", "attention/mha_bwd_d128.cu", ("MN_DESC_SWAP=1",)),
-                "bwd",
-                small[0],
-                check_shapes=[],
-                time_it=False,
-            )
+            Case(f"attn/bwd{suffix}", kernel, "bwd", att, causal, check_shapes=small, headline_trials=4)
         )
     return out
 

@@ -20,12 +20,16 @@
 //                               A operand; each warpgroup does one 64-column half of D and adds
 //                               its 64x64 fp32 block to the global accumulator with vector atomics;
 //  3. post: dQ = bf16(accumulator * s).
+// Causal only: the first BWD_SPLIT_ROWS queries attend to few keys, so their probabilities are
+// close to 1 and bf16 rounding of P and dS alone would exceed the 1e-2 tolerance on a few
+// elements; there every P/dS product is done twice, on the bf16 value and on its bf16 residual.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/extra/c_env_api.h>
@@ -33,6 +37,9 @@
 
 #define ATTN_CAUSAL false  // this file is the plain variant
 
+#ifndef BWD_SPLIT_ROWS
+#define BWD_SPLIT_ROWS 1024 // causal: query blocks below this row use the hi/lo operand split
+#endif
 #ifndef MN_DESC_SWAP
 #define MN_DESC_SWAP 0  // 1 exchanges the two strides of transposed (MN-major) operand descriptors
 #endif
@@ -50,7 +57,7 @@ constexpr uint32_t Q_HALF = 64 * 128;     // [64 queries x 64 cols] bf16
 constexpr uint32_t Q_BYTES = 2 * Q_HALF;
 constexpr uint32_t DS_BYTES = 128 * 128;  // dS^T: [128 keys x 64 queries] bf16
 constexpr uint32_t ROW_BYTES = BM * 4;    // LSE or delta of one query block
-constexpr int SMEM_BYTES = 2 * KV_BYTES + STAGES * 2 * Q_BYTES + 2 * DS_BYTES + STAGES * 2 * ROW_BYTES + 8 * 8 + 1024;
+constexpr int SMEM_BYTES = 2 * KV_BYTES + STAGES * 2 * Q_BYTES + 4 * DS_BYTES + STAGES * 2 * ROW_BYTES + 8 * 8 + 1024;
 
 // ---- Hopper building blocks (PTX) -------------------------------------------------------------
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -188,6 +195,12 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
+// The bf16 rounding error of (lo, hi), itself as bf16: x ~ hi_part + lo_part to ~16 bits.
+__device__ __forceinline__ uint32_t pack_bf16_residual(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  const float2 r = __bfloat1622float2(v);
+  return pack_bf16(lo - r.x, hi - r.y);
+}
 // Descriptor of a transposed (MN-major) operand: atom_stride between 64-element column blocks,
 // group_stride between groups of 8 rows along K.
 __device__ __forceinline__ uint64_t mn_desc(uint32_t addr, uint32_t atom_stride, uint32_t group_stride) {
@@ -247,7 +260,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   const uint32_t s_q = s_v + KV_BYTES;             // STAGES x Q_BYTES
   const uint32_t s_do = s_q + STAGES * Q_BYTES;    // STAGES x Q_BYTES
   const uint32_t s_ds = s_do + STAGES * Q_BYTES;   // 2 x DS_BYTES
-  const uint32_t s_lse = s_ds + 2 * DS_BYTES;      // STAGES x ROW_BYTES
+  const uint32_t s_dsl = s_ds + 2 * DS_BYTES;      // 2 x DS_BYTES: residuals (early causal blocks)
+  const uint32_t s_lse = s_dsl + 2 * DS_BYTES;     // STAGES x ROW_BYTES
   const uint32_t s_dl = s_lse + STAGES * ROW_BYTES;
   const uint32_t bars = s_dl + STAGES * ROW_BYTES;
   const uint32_t kv_full = bars;
@@ -320,118 +334,155 @@ __global__ void __launch_bounds__(THREADS, 1)
     const uint32_t q = s_q + st * Q_BYTES, gdo = s_do + st * Q_BYTES;
     mbar_wait(q_full(st), (it / STAGES) & 1);
 
-    // S^T = K Q^T for this warpgroup's 64 keys x 64 queries.
-    float p[32];
-    fence_regs(p);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t a = s_k + (kk / 4) * KV_HALF + cw * (64 * 128) + (kk % 4) * 32;
-      const uint32_t b = q + (kk / 4) * Q_HALF + (kk % 4) * 32;
-      wgmma_m64n64k16_ss<0, 0>(p, smem_desc(a, 16, 1024), smem_desc(b, 16, 1024), kk != 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(p);
+    // One step, compiled twice: with and without the hi/lo split (straight-line wgmma sequences).
+    auto step = [&](auto split_tag) {
+      constexpr bool SPLIT = decltype(split_tag)::value;
+      // S^T = K Q^T for this warpgroup's 64 keys x 64 queries.
+      float p[32];
+      fence_regs(p);
+      wgmma_fence();
+  #pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t a = s_k + (kk / 4) * KV_HALF + cw * (64 * 128) + (kk % 4) * 32;
+        const uint32_t b = q + (kk / 4) * Q_HALF + (kk % 4) * 32;
+        wgmma_m64n64k16_ss<0, 0>(p, smem_desc(a, 16, 1024), smem_desc(b, 16, 1024), kk != 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(p);
 
-    // P^T = exp(s * S^T - LSE[query]); column j*8 + qcol + c is query m0 + that.
-    const float* lse = lse_smem + st * BM;
-    const float* dl = dl_smem + st * BM;
-    const bool diag = CAUSAL && m0 < n_block * BN + BN;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int qi = 8 * j + qcol + c;
-        const float l2 = lse[qi] * 1.4426950408889634f;
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          float e = ex2(p[j * 4 + i * 2 + c] * scale_log2 - l2);
-          if (diag && key0 + 8 * i > m0 + qi) e = 0.f;
-          p[j * 4 + i * 2 + c] = e;
+      // P^T = exp(s * S^T - LSE[query]); column j*8 + qcol + c is query m0 + that.
+      const float* lse = lse_smem + st * BM;
+      const float* dl = dl_smem + st * BM;
+      const bool diag = CAUSAL && m0 < n_block * BN + BN;
+  #pragma unroll
+      for (int j = 0; j < 8; ++j)
+  #pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int qi = 8 * j + qcol + c;
+          const float l2 = lse[qi] * 1.4426950408889634f;
+  #pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            float e = ex2(p[j * 4 + i * 2 + c] * scale_log2 - l2);
+            if (diag && key0 + 8 * i > m0 + qi) e = 0.f;
+            p[j * 4 + i * 2 + c] = e;
+          }
         }
-      }
-    uint32_t pa[4][4];
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-      for (int h = 0; h < 4; ++h) pa[kk][h] = pack_bf16(p[8 * kk + 2 * h], p[8 * kk + 2 * h + 1]);
+      // Causal: queries near the start of the sequence see few keys, so their probabilities are
+      // large and the bf16 rounding of P and dS would show in dV, dK and dQ. For those blocks
+      // the products also run on the bf16 residuals (hi + lo split, ~16-bit operands).
+      uint32_t pa[4][4], pl[4][4];
+  #pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+  #pragma unroll
+        for (int h = 0; h < 4; ++h) {
+          pa[kk][h] = pack_bf16(p[8 * kk + 2 * h], p[8 * kk + 2 * h + 1]);
+          pl[kk][h] = pack_bf16_residual(p[8 * kk + 2 * h], p[8 * kk + 2 * h + 1]);
+        }
 
-    // dV += P^T dO (dO read transposed: D contiguous), then dP^T = V dO^T.
-    float dp[32];
-    fence_regs(dv);
-    fence_regs(dp);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
-      wgmma_m64n128k16_rs<1>(dv, pa[kk], mn_desc(gdo + kk * 2048, Q_HALF, 1024), 1);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t a = s_v + (kk / 4) * KV_HALF + cw * (64 * 128) + (kk % 4) * 32;
-      const uint32_t b = gdo + (kk / 4) * Q_HALF + (kk % 4) * 32;
-      wgmma_m64n64k16_ss<0, 0>(dp, smem_desc(a, 16, 1024), smem_desc(b, 16, 1024), kk != 0);
+      // dV += P^T dO (dO read transposed: D contiguous), then dP^T = V dO^T.
+      float dp[32];
+      fence_regs(dv);
+      fence_regs(dp);
+      wgmma_fence();
+  #pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk)
+        wgmma_m64n128k16_rs<1>(dv, pa[kk], mn_desc(gdo + kk * 2048, Q_HALF, 1024), 1);
+      if constexpr (SPLIT) {
+  #pragma unroll
+        for (int kk = 0; kk < BM / 16; ++kk)
+          wgmma_m64n128k16_rs<1>(dv, pl[kk], mn_desc(gdo + kk * 2048, Q_HALF, 1024), 1);
+      }
+  #pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t a = s_v + (kk / 4) * KV_HALF + cw * (64 * 128) + (kk % 4) * 32;
+        const uint32_t b = gdo + (kk / 4) * Q_HALF + (kk % 4) * 32;
+        wgmma_m64n64k16_ss<0, 0>(dp, smem_desc(a, 16, 1024), smem_desc(b, 16, 1024), kk != 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(dv);
+      fence_regs(dp);
+
+      // dS^T = P^T (dP^T - delta[query]).
+  #pragma unroll
+      for (int j = 0; j < 8; ++j)
+  #pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float d = dl[8 * j + qcol + c];
+  #pragma unroll
+          for (int i = 0; i < 2; ++i) p[j * 4 + i * 2 + c] *= dp[j * 4 + i * 2 + c] - d;
+        }
+  #pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+  #pragma unroll
+        for (int h = 0; h < 4; ++h) {
+          pa[kk][h] = pack_bf16(p[8 * kk + 2 * h], p[8 * kk + 2 * h + 1]);
+          pl[kk][h] = pack_bf16_residual(p[8 * kk + 2 * h], p[8 * kk + 2 * h + 1]);
+        }
+
+      // dK += dS^T Q (Q read transposed).
+      fence_regs(dk);
+      wgmma_fence();
+  #pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk)
+        wgmma_m64n128k16_rs<1>(dk, pa[kk], mn_desc(q + kk * 2048, Q_HALF, 1024), 1);
+      if constexpr (SPLIT) {
+  #pragma unroll
+        for (int kk = 0; kk < BM / 16; ++kk)
+          wgmma_m64n128k16_rs<1>(dk, pl[kk], mn_desc(q + kk * 2048, Q_HALF, 1024), 1);
+      }
+      wgmma_commit();
+
+      // dS^T to shared memory: row = key (0..127), 64 queries = 128 bytes, 128-byte swizzle, the
+      // layout a transposed A operand is read in.
+      const uint32_t ds = s_ds + (it & 1) * DS_BYTES;
+      const uint32_t dsl = s_dsl + (it & 1) * DS_BYTES;
+  #pragma unroll
+      for (int j = 0; j < 8; ++j)
+  #pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int r = key_local + 8 * i;
+          const uint32_t off = r * 128 + ((j ^ (r & 7)) << 4) + qcol * 2;
+          asm volatile("st.shared.b32 [%0], %1;" ::"r"(ds + off), "r"(pa[j / 2][(j % 2) * 2 + i]) : "memory");
+          if constexpr (SPLIT)
+            asm volatile("st.shared.b32 [%0], %1;" ::"r"(dsl + off), "r"(pl[j / 2][(j % 2) * 2 + i]) : "memory");
+        }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      asm volatile("bar.sync 1, 256;" ::: "memory");  // both warpgroups' halves of dS^T are in place
+
+      // dQ[:, cw*64 .. +64] = dS K[:, cw half]: A = dS (queries x keys) read transposed from dS^T,
+      // B = K (keys x D) read transposed.
+      float dq[32];
+      fence_regs(dq);
+      wgmma_fence();
+  #pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        wgmma_m64n64k16_ss<1, 1>(dq, mn_desc(ds + kk * 2048, 8192, 1024),
+                                 mn_desc(s_k + cw * KV_HALF + kk * 2048, KV_HALF, 1024), kk != 0);
+      if constexpr (SPLIT) {
+  #pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk)
+          wgmma_m64n64k16_ss<1, 1>(dq, mn_desc(dsl + kk * 2048, 8192, 1024),
+                                   mn_desc(s_k + cw * KV_HALF + kk * 2048, KV_HALF, 1024), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(dq);
+      fence_regs(dk);
+      if (lane == 0) mbar_arrive(q_empty(st));
+
+      float* dst = dq_acc + (row_base + m0 + warp * 16 + lane / 4) * D + cw * 64 + qcol;
+  #pragma unroll
+      for (int j = 0; j < 8; ++j)
+  #pragma unroll
+        for (int i = 0; i < 2; ++i) red_add_v2(dst + i * 8 * D + 8 * j, dq[j * 4 + i * 2], dq[j * 4 + i * 2 + 1]);
+    };
+    if (CAUSAL && m0 < BWD_SPLIT_ROWS) {
+      step(std::true_type{});
+    } else {
+      step(std::false_type{});
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(dv);
-    fence_regs(dp);
-
-    // dS^T = P^T (dP^T - delta[query]).
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const float d = dl[8 * j + qcol + c];
-#pragma unroll
-        for (int i = 0; i < 2; ++i) p[j * 4 + i * 2 + c] *= dp[j * 4 + i * 2 + c] - d;
-      }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-      for (int h = 0; h < 4; ++h) pa[kk][h] = pack_bf16(p[8 * kk + 2 * h], p[8 * kk + 2 * h + 1]);
-
-    // dK += dS^T Q (Q read transposed).
-    fence_regs(dk);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
-      wgmma_m64n128k16_rs<1>(dk, pa[kk], mn_desc(q + kk * 2048, Q_HALF, 1024), 1);
-    wgmma_commit();
-
-    // dS^T to shared memory: row = key (0..127), 64 queries = 128 bytes, 128-byte swizzle, the
-    // layout a transposed A operand is read in.
-    const uint32_t ds = s_ds + (it & 1) * DS_BYTES;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int r = key_local + 8 * i;
-        const uint32_t addr = ds + r * 128 + ((j ^ (r & 7)) << 4) + qcol * 2;
-        asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(pa[j / 2][(j % 2) * 2 + i]) : "memory");
-      }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    asm volatile("bar.sync 1, 256;" ::: "memory");  // both warpgroups' halves of dS^T are in place
-
-    // dQ[:, cw*64 .. +64] = dS K[:, cw half]: A = dS (queries x keys) read transposed from dS^T,
-    // B = K (keys x D) read transposed.
-    float dq[32];
-    fence_regs(dq);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-      wgmma_m64n64k16_ss<1, 1>(dq, mn_desc(ds + kk * 2048, 8192, 1024),
-                               mn_desc(s_k + cw * KV_HALF + kk * 2048, KV_HALF, 1024), kk != 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(dq);
-    fence_regs(dk);
-    if (lane == 0) mbar_arrive(q_empty(st));
-
-    float* dst = dq_acc + (row_base + m0 + warp * 16 + lane / 4) * D + cw * 64 + qcol;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) red_add_v2(dst + i * 8 * D + 8 * j, dq[j * 4 + i * 2], dq[j * 4 + i * 2 + 1]);
   }
 
   // dK (scaled) and dV rows of this thread's two keys.

@@ -28,6 +28,12 @@
 
 #define ATTN_CAUSAL true  // this file is the causal variant
 
+#ifndef ATTN_OVERLAP
+#define ATTN_OVERLAP 0  // 1: softmax of block j overlaps the PV wgmma of block j-1 in the same warpgroup
+#endif
+#ifndef ATTN_PINGPONG
+#define ATTN_PINGPONG 0  // 1: the consumer warpgroups take turns issuing GEMMs (named barriers)
+#endif
 #ifndef ATTN_V_LBO
 #define ATTN_V_LBO 16384  // MN-major V: byte stride between the two 64-column halves of D
 #endif
@@ -181,7 +187,7 @@ namespace {
 
 __device__ __forceinline__ float ex2(float x) {
   float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));  // volatile: stays where the schedule puts it
   return y;
 }
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -284,7 +290,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       wgmma_m64n128k16_rs<1>(o, p[kk], smem_desc(b + kk * 16 * 128, ATTN_V_LBO, ATTN_V_SBO), 1);
     wgmma_commit();
   };
-  // Scores of key block kb -> probabilities in p (bf16 A fragments), running max/sum updated.
+  // Scores of key block kb -> probabilities (in place, fp32), running max/sum and corr updated.
   auto softmax = [&](int kb, bool mask) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -313,40 +319,87 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       l_run[i] = l_run[i] * corr[i] + sum;
     }
+  };
+  // Probabilities (fp32 in s) -> bf16 A fragments of the PV wgmma.
+  auto pack_p = [&]() {
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk)
 #pragma unroll
       for (int h = 0; h < 4; ++h) p[kk][h] = pack_bf16(s[8 * kk + 2 * h], s[8 * kk + 2 * h + 1]);
   };
+  auto keep_p = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+      for (int h = 0; h < 4; ++h) asm volatile("" : "+r"(p[kk][h])::"memory");
+  };
   auto release = [&](uint32_t bar) {
     if (lane == 0) mbar_arrive(bar);
   };
+  // Ping-pong (ATTN_PINGPONG): the two consumer warpgroups take turns issuing their GEMMs, so one
+  // warpgroup's softmax runs while the other's GEMMs occupy the tensor cores. Named barrier 1 + w
+  // is warpgroup w's turn: it syncs on it (128 threads) and the other warpgroup arrives (128).
+  auto turn_wait = [&]() {
+    if (ATTN_PINGPONG) asm volatile("bar.sync %0, 256;" ::"r"(1 + cw) : "memory");
+  };
+  auto turn_pass = [&]() {
+    if (ATTN_PINGPONG) asm volatile("bar.arrive %0, 256;" ::"r"(2 - cw) : "memory");
+  };
+  if (cw == 1) turn_pass();  // warpgroup 0 goes first
 
+  turn_wait();
   mbar_wait(bar_q, 0);
   mbar_wait(k_full(0), 0);
   qk(0);
+  turn_pass();
   wgmma_wait<0>();
   fence_regs(s);
   release(k_empty(0));
   softmax(n_blocks - 1, true);
+  pack_p();
 
   for (int it = 1; it < n_blocks; ++it) {
     const int prev = (it - 1) % STAGES, st = it % STAGES;
+#if ATTN_OVERLAP
+    // Issue S(it) = Q K(it)^T, then O += P(it-1) V(it-1); the softmax of block it runs on the CUDA
+    // cores while the PV product is still on the tensor cores.
+    turn_wait();
+    mbar_wait(k_full(st), (it / STAGES) & 1);
+    qk(st);
+    mbar_wait(v_full(prev), ((it - 1) / STAGES) & 1);
+    pv(prev);
+    turn_pass();
+    wgmma_wait<1>();  // S(it) is ready (PV may still run)
+    fence_regs(s);
+    release(k_empty(st));
+    softmax(n_blocks - 1 - it, false);
+    wgmma_wait<0>();
+    fence_regs(o);
+    keep_p();  // P(it-1) stays untouched until its wgmma has retired
+    release(v_empty(prev));
+    pack_p();
+#else
+    turn_wait();
     mbar_wait(v_full(prev), ((it - 1) / STAGES) & 1);
     pv(prev);
     mbar_wait(k_full(st), (it / STAGES) & 1);
     qk(st);
+    turn_pass();
     wgmma_wait<0>();
     fence_regs(o);
     fence_regs(s);
     release(v_empty(prev));
     release(k_empty(st));
     softmax(n_blocks - 1 - it, false);
+    pack_p();
+#endif
   }
   {
     const int last = (n_blocks - 1) % STAGES;
+    turn_wait();
     mbar_wait(v_full(last), ((n_blocks - 1) / STAGES) & 1);
     pv(last);
+    if (cw == 0) turn_pass();  // balances the initial pass of warpgroup 1
     wgmma_wait<0>();
     fence_regs(o);
     release(v_empty(last));

@@ -35,6 +35,9 @@
 #ifndef GEMM_GROUP_M
 #define GEMM_GROUP_M 8
 #endif
+#ifndef GEMM_TMA_EPILOGUE
+#define GEMM_TMA_EPILOGUE 0  // n > 0: stage C in shared memory in n passes, write it with TMA stores
+#endif
 
 namespace {
 
@@ -45,7 +48,10 @@ constexpr int THREADS = 384;
 constexpr uint32_t A_BYTES = BM * BK * 2;             // 16 KB
 constexpr uint32_t B_BYTES = BN * BK * 2;             // 32 KB
 constexpr int B_SLICE_ROWS = BN / CLUSTER;            // rows of the B slab each cluster CTA loads
-constexpr int SMEM_BYTES = STAGES * (A_BYTES + B_BYTES) + 2 * STAGES * 8 + 1024;
+constexpr int C_PASSES = GEMM_TMA_EPILOGUE > 0 ? GEMM_TMA_EPILOGUE : 1;
+constexpr uint32_t C_BYTES = GEMM_TMA_EPILOGUE ? 64 * (BN / C_PASSES) * 2 : 0;  // per consumer warpgroup
+static_assert(BN % (64 * C_PASSES) == 0, "each pass stores whole 64-column boxes");
+constexpr int SMEM_BYTES = STAGES * (A_BYTES + B_BYTES) + 2 * C_BYTES + 2 * STAGES * 8 + 1024;
 static_assert(CLUSTER == 1 || CLUSTER == 2, "cluster of 1 or 2 CTAs");
 
 // ---- Hopper building blocks (PTX) -------------------------------------------------------------
@@ -197,6 +203,15 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
       : "memory");
 }
 
+#if GEMM_TMA_EPILOGUE
+// Asynchronous 2-D tile store shared -> global (bulk-group completion).
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map), "r"(c0),
+               "r"(c1), "r"(src)
+               : "memory");
+}
+#endif
+
 struct Tile {
   int m_group;  // index of the cluster's group of CLUSTER vertically adjacent 128-row blocks
   int n_block;
@@ -213,12 +228,14 @@ __device__ __forceinline__ Tile tile_at(int t, int num_mg, int num_nb) {
 
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_ws_persistent(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                       __nv_bfloat16* __restrict__ C, int M, int N, int K) {
+                       const __grid_constant__ CUtensorMap map_c, __nv_bfloat16* __restrict__ C, int M, int N,
+                       int K) {
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t s_a = raw + ((1024 - (raw & 1023)) & 1023);  // 128-byte swizzle wants 1 KB alignment
   const uint32_t s_b = s_a + STAGES * A_BYTES;
-  const uint32_t bars = s_b + STAGES * B_BYTES;
+  const uint32_t s_c = s_b + STAGES * B_BYTES;  // C staging (TMA epilogue only)
+  const uint32_t bars = s_c + 2 * C_BYTES;
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (STAGES + s); };
 
@@ -315,6 +332,42 @@ __global__ void __launch_bounds__(THREADS, 1)
       fence_regs(acc);
       release(prev);
 
+#if GEMM_TMA_EPILOGUE
+      // Epilogue through shared memory: the fragments go into 64x64 boxes laid out with the
+      // 128-byte swizzle (conflict-free: the 8 rows of one store land in 8 different 16-byte
+      // chunks), then one thread hands them to the copy engine and the warpgroup moves on while
+      // the stores drain. With GEMM_TMA_EPILOGUE passes the 64x256 slice goes out in that many
+      // pieces through a smaller buffer; a buffer is rewritten only after the copy engine has
+      // finished reading it.
+      const bool leader = (threadIdx.x & 127) == 0;
+      const uint32_t cbuf = s_c + cw * C_BYTES;
+      constexpr int J_PER_PASS = 32 / C_PASSES;  // 8-column fragment groups per pass
+#pragma unroll
+      for (int pass = 0; pass < C_PASSES; ++pass) {
+        if (leader) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+#pragma unroll
+        for (int jj = 0; jj < J_PER_PASS; ++jj)
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const int j = pass * J_PER_PASS + jj;
+            const int r = warp * 16 + lane / 4 + 8 * i;
+            const uint32_t addr =
+                cbuf + (jj / 8) * (64 * 128) + r * 128 + (((jj % 8) ^ (r & 7)) << 4) + (lane % 4) * 4;
+            const __nv_bfloat162 v = __floats2bfloat162_rn(acc[4 * j + 2 * i], acc[4 * j + 2 * i + 1]);
+            asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(*reinterpret_cast<const uint32_t*>(&v))
+                         : "memory");
+          }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+        if (leader) {
+#pragma unroll
+          for (int box = 0; box < J_PER_PASS / 8; ++box)
+            tma_store_2d(&map_c, cbuf + box * (64 * 128), n0 + (pass * J_PER_PASS / 8 + box) * 64, m0 + cw * 64);
+          asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+      }
+#else
       // Epilogue straight from the accumulator fragments: thread holds rows r and r+8 of its warp's
       // 16-row slice, two adjacent columns every 8.
       const int row = m0 + cw * 64 + warp * 16 + lane / 4;
@@ -331,7 +384,11 @@ __global__ void __launch_bounds__(THREADS, 1)
                 __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
         }
       }
+#endif
     }
+#if GEMM_TMA_EPILOGUE
+    if ((threadIdx.x & 127) == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
   }
   // Peers may still multicast into / arrive on this CTA's shared memory until both are done.
   if (CLUSTER > 1) cluster_sync();
@@ -350,6 +407,7 @@ void run(tvm::ffi::TensorView A, tvm::ffi::TensorView B, tvm::ffi::TensorView C)
 
   const CUtensorMap map_a = make_map_2d(A.data_ptr(), M, K, K, BM, BK);
   const CUtensorMap map_b = make_map_2d(B.data_ptr(), N, K, K, B_SLICE_ROWS, BK);
+  const CUtensorMap map_c = make_map_2d(C.data_ptr(), M, N, N, 64, 64);
   const int device = A.device().device_id;
   cudaStream_t stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, device));
 
@@ -380,7 +438,7 @@ void run(tvm::ffi::TensorView A, tvm::ffi::TensorView B, tvm::ffi::TensorView C)
   }();
   const int64_t num_tiles = ((M + BM * CLUSTER - 1) / (BM * CLUSTER)) * ((N + BN - 1) / BN);
   cfg.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(max_clusters, num_tiles) * CLUSTER));
-  cudaError_t err = cudaLaunchKernelEx(&cfg, gemm_ws_persistent, map_a, map_b,
+  cudaError_t err = cudaLaunchKernelEx(&cfg, gemm_ws_persistent, map_a, map_b, map_c,
                                        static_cast<__nv_bfloat16*>(C.data_ptr()), static_cast<int>(M),
                                        static_cast<int>(N), static_cast<int>(K));
   TVM_FFI_CHECK(err == cudaSuccess, RuntimeError) << "launch failed: " << cudaGetErrorString(err);
