@@ -346,7 +346,7 @@ def cases() -> list[Case]:
     small = [{"B": 2, "H": 4, "S": 512, "D": 128}, {"B": 1, "H": 3, "S": 1024, "D": 128}]
 
     def gemm(name: str, src: str, *defines: str, checks: list | None = None) -> Case:
-        kernel = Kernel(name.replace("/", "_").replace(" ", "_"), src, defines)
+        kernel = Kernel(re.sub(r"[^A-Za-z0-9]+", "_", name), src, defines)
         return Case(name, kernel, "gemm", g, check_shapes=tails if checks is None else checks)
 
     out = [
@@ -369,7 +369,7 @@ def cases() -> list[Case]:
         for label, defines in variants.items():
             name = f"attn/fwd{suffix} {label}"
             kernel = Kernel(
-                f"fwd{suffix}_{label.replace('+', '_')}", f"attention/mha_fwd_d128{suffix}.cu", defines
+                re.sub(r"[^A-Za-z0-9]+", "_", name), f"attention/mha_fwd_d128{suffix}.cu", defines
             )
             out.append(Case(name, kernel, "fwd", att, causal, check_shapes=small))
     for causal in (False, True):
