@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from workbench.evaluate.gpu_executor import GpuExecutor
+from workbench.evaluate.worker import worker_argv
 from workbench.evaluate.worker_client import WorkerClient
 
 
@@ -14,4 +14,4 @@ class LocalExecutor(GpuExecutor):
     remote_build = False
 
     def __init__(self, cache_dir: Path | None = None) -> None:
-        super().__init__(WorkerClient([sys.executable, "-m", "workbench.evaluate.worker"]), cache_dir)
+        super().__init__(WorkerClient(worker_argv()), cache_dir)

@@ -155,8 +155,8 @@ def dynamic_stage(
         wanted = "/".join(sorted(families.get(required, [])))
         stage["status"] = "dynamic_not_executed"
         stage["message"] = (
-            f"{required} ({wanted}) is in the SASS but no thread executed it (predicate-true thread count 0) "
-            f"in one call of {len(launches)} launch(es)"
+            f"no thread executed {required} ({wanted}): predicate-true thread count 0 over the "
+            f"{len(launches)} launch(es) of one call"
         )
         return stage
     threads = executed_families[required]

@@ -82,6 +82,10 @@ def child_argv() -> list[str]:
     return [sys.executable, "-m", "workbench.evaluate.child"]
 
 
+def worker_argv() -> list[str]:
+    return [sys.executable, "-m", "workbench.evaluate.worker"]
+
+
 def _failure(status: str, what: str, reply) -> dict:
     """A stage dict for a child that gave no reply: timed out, crashed, or exited."""
     if reply.timed_out:

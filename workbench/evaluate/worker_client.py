@@ -79,6 +79,34 @@ class WorkerClient:
             except (BrokenPipeError, ConnectionResetError, json.JSONDecodeError) as exc:
                 raise WorkerError(f"the worker connection broke: {exc}") from None
 
+    async def evaluate_library(
+        self,
+        library: str,
+        spec: dict,
+        kernels: list[str] | None = None,
+        stages: Sequence[str] = ("correctness", "dynamic", "timing"),
+        timeouts: dict[str, float] | None = None,
+        on_progress: Callable[[dict], None] | None = None,
+        **settings: int,
+    ) -> dict:
+        """The GPU tiers of an already built library in one request (no ban scan, no static tier):
+        `{"stages": {name: stage dict}, "device", "trace"}`. For tests, benchmarks and bare GPU hosts."""
+        await self.start()
+        limits = {"correctness_s": 120.0, "dynamic_s": 300.0, "timing_s": 120.0, **(timeouts or {})}
+        return await self.request(
+            {
+                "op": "evaluate",
+                "library": library,
+                "kernels": kernels,
+                "spec": spec,
+                "stages": list(stages),
+                "timeouts": limits,
+                **settings,
+            },
+            timeout_s=sum(limits.values()) + 300,
+            on_progress=on_progress,
+        )
+
     async def _why_gone(self) -> str:
         process = self._process
         if process is None:
