@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.build_support import build_kernel, needs_nvcc, session_cache
 from workbench.evaluate.result import StaticStage, Status
-from workbench.evaluate.sass import FAMILIES, family_counts, missing_family_message, parse_sass, static_stage
+from workbench.evaluate.sass import (
+    FAMILIES,
+    disassemble,
+    family_counts,
+    family_of,
+    missing_family_message,
+    parse_sass,
+    static_stage,
+)
 from workbench.evaluate.toolchain import find_tool
 from workbench.tasks import get_target
 
@@ -132,3 +141,59 @@ def test_tcgen05_kernel_on_blackwell(cache: Path) -> None:
     assert stage.opcodes["UTCHMMA"] >= 1 and stage.opcodes["LDTM"] >= 1
     assert stage.opcodes["UTCBAR"] >= 1 and stage.opcodes["UTCATOMSWS"] >= 1  # commit; alloc/dealloc
     assert {"TCGEN05_MMA", "TMEM", "TCGEN05_OTHER", "MBARRIER"} <= set(stage.families)
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.parametrize(
+    ("probe", "arch", "expected"),
+    [
+        (
+            "family_probe_sm90a.cu",
+            "sm_90a",
+            {
+                "QGMMA": "GMMA",
+                "IGMMA": "GMMA",
+                "UBLKCP": "BULK",
+                "UBLKRED": "BULK",
+                "UBLKPF": "BULK",
+                "UTMAREDG": "TMA",
+                "UTMAPF": "TMA",
+                "UTMACCTL": "TMA",
+                "USETMAXREG": "SETMAXNREG",
+            },
+        ),
+        (
+            "family_probe_sm100a.cu",
+            "sm_100a",
+            {
+                "UTCHMMA": "TCGEN05_MMA",
+                "UTCQMMA": "TCGEN05_MMA",
+                "UTCIMMA": "TCGEN05_MMA",
+                "UTCOMMA": "TCGEN05_MMA",
+                "STTM": "TMEM",
+                "UTCCP": "TCGEN05_OTHER",
+                "UTCSHIFT": "TCGEN05_OTHER",
+            },
+        ),
+    ],
+)
+def test_family_tables_against_real_sass(
+    probe: str, arch: str, expected: dict[str, str], tmp_path: Path
+) -> None:
+    nvcc = find_tool("nvcc")
+    cubin = tmp_path / "probe.cubin"
+    source = Path(__file__).parent / "data" / "kernels" / probe
+    done = subprocess.run(
+        [str(nvcc), f"-arch={arch}", "-cubin", "-o", str(cubin), str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    disassembly = asyncio.run(disassemble(cubin))
+    assert disassembly.text is not None, disassembly.error
+    opcodes = parse_sass(disassembly.text).opcodes
+    for opcode, family in expected.items():
+        assert opcodes[opcode] >= 1, f"{opcode} not in the {arch} probe's SASS"
+        assert family_of(opcode) == family

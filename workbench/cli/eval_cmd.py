@@ -33,6 +33,9 @@ def eval_candidate(
         float, typer.Option("--compile-timeout", help="nvcc time limit, seconds.")
     ] = 180.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the EvalResult as JSON.")] = False,
+    feedback: Annotated[
+        bool, typer.Option("--feedback", help="Print the feedback text the agent reads.")
+    ] = False,
 ) -> None:
     """Build and judge one candidate kernel for a task and a target."""
     source, solution = read_candidate(candidate)
@@ -47,6 +50,10 @@ def eval_candidate(
     result = asyncio.run(runner.evaluate(request))
     if as_json:
         print(result.model_dump_json(indent=2))
+    elif feedback:
+        from workbench.evaluate.render import feedback_text
+
+        print(feedback_text(result))
     else:
         from workbench.cli.output import console
         from workbench.evaluate.render import rich_verdict

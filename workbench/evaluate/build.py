@@ -27,6 +27,7 @@ from pathlib import Path
 from workbench.evaluate.ban import scan
 from workbench.evaluate.demangle import demangle
 from workbench.evaluate.result import BuildStage, CompilerWarning, KernelResources, Status
+from workbench.evaluate.sass import SASS_NAME, disassemble
 from workbench.evaluate.toolchain import find_tool
 from workbench.tasks.targets import Target
 
@@ -35,6 +36,7 @@ SOURCE_NAME = "kernel.cu"
 LIBRARY_NAME = "kernel.so"
 PTX_NAME = "kernel.ptx"
 CUBIN_NAME = "kernel.cubin"
+FATBIN_NAME = "kernel.fatbin"
 RECORD_NAME = "build.json"
 MAX_ERRORS = 5
 MAX_OUTPUT_CHARS = 20_000
@@ -303,6 +305,22 @@ async def _run(command: list[str], cwd: Path, timeout_s: float) -> _Run:
     return _Run(process.returncode, stdout.decode(errors="replace"))
 
 
+async def _disassemble_when_ready(work: Path, started: asyncio.Event) -> None:
+    """Dump the SASS while nvcc still compiles and links host code (the static stage then reads it).
+
+    fatbinary reads the cubin once ptxas has written it, so its output appearing means the cubin is
+    complete; the host compile that follows leaves time for cuobjdump.
+    """
+    keep = work / "keep"
+    while not (keep / FATBIN_NAME).exists():
+        await asyncio.sleep(0.05)
+    started.set()
+    disassembly = await disassemble(keep / CUBIN_NAME)
+    if disassembly.text is not None:
+        with contextlib.suppress(OSError):  # the static stage disassembles again if this is missing
+            (work / SASS_NAME).write_text(disassembly.text)
+
+
 def _load_cached(entry: Path) -> BuildStage | None:
     try:
         stage = BuildStage.model_validate_json((entry / RECORD_NAME).read_text())
@@ -358,7 +376,17 @@ async def compile_source(
     try:
         (work / SOURCE_NAME).write_text(source)
         (work / "keep").mkdir()
-        run = await _run(command, work, timeout_s)
+        started_sass = asyncio.Event()
+        early_sass = asyncio.create_task(_disassemble_when_ready(work, started_sass))
+        run: _Run | None = None
+        try:
+            run = await _run(command, work, timeout_s)
+        finally:
+            # Keep a disassembly under way after a good compile; drop it otherwise.
+            if run is None or run.returncode != 0 or not started_sass.is_set():
+                early_sass.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await early_sass
         shown_command = [Path(command[0]).name, *command[1:]]
         if run.returncode is None:
             return BuildStage(

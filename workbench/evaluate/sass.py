@@ -2,7 +2,7 @@
 
 Only instruction lines count (`/*0070*/  @!P0 HGMMA.64x128x16.F32.BF16 ... ;`): the predicate is
 dropped, the opcode is the mnemonic without its modifiers. The family tables were checked against
-cuobjdump output of kernels compiled here with nvcc 13.0 (see tests/data/kernels/).
+cuobjdump output of kernels compiled here with nvcc 13.0 (tests/data/kernels/family_probe_*.cu).
 """
 
 from __future__ import annotations
@@ -21,17 +21,22 @@ from workbench.evaluate.result import BuildStage, StaticStage, Status
 from workbench.evaluate.toolchain import find_tool
 from workbench.tasks.targets import Target
 
-# The architecture's own instructions, by family. Hopper: wgmma -> *GMMA; cp.async.bulk.tensor ->
-# UTMA*; cp.async.bulk -> UBLKCP; mbarrier -> SYNCS.*; setmaxnreg -> USETMAXREG. Blackwell:
-# tcgen05.mma -> UTC*MMA; tcgen05.ld/st -> LDTM/STTM; tcgen05.alloc/dealloc -> UTCATOMSWS,
-# tcgen05.commit -> UTCBAR, tcgen05.cp/shift -> UTCCP/UTCSHIFT.
+# The architecture's own instructions, by family, as cuobjdump 13.4 names what nvcc 13.0 emits
+# (tests/data/kernels/family_probe_*.cu). Hopper: wgmma bf16/f16/tf32 -> HGMMA, e4m3/e5m2 -> QGMMA,
+# s8/u8 -> IGMMA; cp.async.bulk.tensor -> UTMALDG/UTMASTG, cp.reduce.async.bulk.tensor -> UTMAREDG,
+# cp.async.bulk.prefetch.tensor -> UTMAPF, prefetch.tensormap -> UTMACCTL, bulk_group commit ->
+# UTMACMDFLUSH; cp.async.bulk / cp.reduce.async.bulk / cp.async.bulk.prefetch -> UBLKCP/UBLKRED/UBLKPF;
+# mbarrier -> SYNCS.*; setmaxnreg -> USETMAXREG. Blackwell: tcgen05.mma kind::f16/tf32 -> UTCHMMA,
+# kind::f8f6f4 -> UTCQMMA, kind::i8 -> UTCIMMA, kind::mxf4 -> UTCOMMA; tcgen05.ld/st -> LDTM/STTM;
+# tcgen05.alloc/dealloc -> UTCATOMSWS, tcgen05.commit -> UTCBAR, tcgen05.cp -> UTCCP,
+# tcgen05.shift -> UTCSHIFT.
 FAMILIES: dict[str, frozenset[str]] = {
     "GMMA": frozenset({"HGMMA", "QGMMA", "IGMMA"}),
     "TMA": frozenset({"UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF", "UTMACCTL", "UTMACMDFLUSH"}),
     "BULK": frozenset({"UBLKCP", "UBLKRED", "UBLKPF"}),
     "MBARRIER": frozenset({"SYNCS"}),
     "SETMAXNREG": frozenset({"USETMAXREG"}),
-    "TCGEN05_MMA": frozenset({"UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA", "UTCBMMA"}),
+    "TCGEN05_MMA": frozenset({"UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA"}),
     "TMEM": frozenset({"LDTM", "STTM"}),
     "TCGEN05_OTHER": frozenset({"UTCBAR", "UTCATOMSWS", "UTCCP", "UTCSHIFT"}),
 }
@@ -157,6 +162,9 @@ async def disassemble(cubin: Path, timeout_s: float = 120.0) -> _Disassembly:
         process.kill()
         await process.wait()
         return _Disassembly(None, f"cuobjdump did not finish within {timeout_s:g} s")
+    except asyncio.CancelledError:
+        process.kill()
+        raise
     if process.returncode != 0:
         return _Disassembly(None, f"cuobjdump failed: {stderr.decode(errors='replace').strip()[:500]}")
     return _Disassembly(stdout.decode(errors="replace"))
