@@ -274,11 +274,8 @@ class Session:
 
     def end(self) -> None:
         if self.child is not None:
-            self.child.send({"cmd": "exit"})
-            try:
-                self.child.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+            # Killed, not asked to exit: it holds nothing worth a graceful shutdown, and CUDA and
+            # CUPTI teardown in an orderly exit took seconds on the H200.
             self.child.close()
         if self.profiler is not None and self.profiler.poll() is None:
             _kill_group(self.profiler)
