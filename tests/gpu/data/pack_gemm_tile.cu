@@ -28,6 +28,26 @@ constexpr uint32_t C_TILE_BYTES = BM * BN * 4;   // fp32 staging tile for the TM
 constexpr uint32_t SMEM_BYTES = STAGES * (A_STAGE_BYTES + B_STAGE_BYTES) + C_TILE_BYTES + 2 * STAGES * 8;
 constexpr uint32_t SMEM_ALLOC = SMEM_BYTES + 1024;  // room to align the base to 1024 bytes
 
+// mbar_wait with a deadline: a wrong count, byte total or parity becomes a report, not a hang.
+// (No printf in the kernel: a call inside the wgmma pipeline makes ptxas serialise the wgmmas.)
+struct Timeout {
+  int hit, block_x, block_y, thread, kt, barrier;  // barrier: 0 = full, 1 = empty
+  unsigned parity;
+};
+__device__ Timeout g_timeout;
+
+__device__ void wait_or_flag(uint64_t* bar, uint32_t parity, int barrier, int kt) {
+  const long long start = clock64();
+  while (!mbar_try_wait(bar, parity)) {
+    if (clock64() - start > (1ll << 31)) {  // ~1 s; a healthy wait takes microseconds
+      if (atomicCAS(&g_timeout.hit, 0, 1) == 0) {
+        g_timeout = Timeout{1, int(blockIdx.x), int(blockIdx.y), int(threadIdx.x), kt, barrier, parity};
+      }
+      return;
+    }
+  }
+}
+
 __global__ void __launch_bounds__(256, 1)
 gemm_tile(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
           const __grid_constant__ CUtensorMap map_c, float* c_direct) {
@@ -58,7 +78,7 @@ gemm_tile(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUt
       for (int kt = 0; kt < KT; ++kt) {
         const int s = kt % STAGES;
         const uint32_t phase = (kt / STAGES) & 1;
-        mbar_wait(&empty[s], phase ^ 1);  // first lap: parity 1 of a fresh barrier passes at once
+        wait_or_flag(&empty[s], phase ^ 1, 1, kt);  // lap 0: parity 1 of a fresh barrier passes
         mbar_arrive_expect_tx(&full[s], A_STAGE_BYTES + B_STAGE_BYTES);
         tma_load_2d(a_tiles + s * A_STAGE_BYTES, &map_a, &full[s], kt * BK, m0);
         tma_load_2d(b_tiles + s * B_STAGE_BYTES, &map_b, &full[s], kt * BK, n0);
@@ -73,7 +93,7 @@ gemm_tile(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUt
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
   for (int kt = 0; kt < KT; ++kt) {
     const int s = kt % STAGES;
-    mbar_wait(&full[s], (kt / STAGES) & 1);
+    wait_or_flag(&full[s], (kt / STAGES) & 1, 0, kt);
     const uint64_t da = desc_kmajor_sw128(a_tiles + s * A_STAGE_BYTES);
     const uint64_t db = desc_kmajor_sw128(b_tiles + s * B_STAGE_BYTES);
     fence_accumulator(acc);
@@ -164,6 +184,13 @@ int main() {
   gemm_tile<<<dim3(N / BN, M / BM), 256, SMEM_ALLOC>>>(map_a, map_b, map_c, dc_direct);
   CHECK_CUDA(cudaGetLastError());
   CHECK_CUDA(cudaDeviceSynchronize());
+  Timeout timeout;
+  CHECK_CUDA(cudaMemcpyFromSymbol(&timeout, g_timeout, sizeof(timeout)));
+  if (timeout.hit) {
+    std::printf("FAIL: TIMEOUT block (%d,%d) thread %d waiting on %s[k-tile %d] with parity %u\n", timeout.block_x,
+                timeout.block_y, timeout.thread, timeout.barrier == 0 ? "full" : "empty", timeout.kt, timeout.parity);
+    return 1;
+  }
 
   std::vector<float> c_direct(M * N), c_tma(M * N);
   CHECK_CUDA(cudaMemcpy(c_direct.data(), dc_direct, M * N * 4, cudaMemcpyDeviceToHost));
