@@ -3,6 +3,7 @@ helper is instantiated by a check translation unit, and the SASS holds the instr
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 from functools import cache
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from workbench.evaluate.build import build
+from workbench.evaluate.result import Status
 from workbench.evaluate.toolchain import find_tool
 from workbench.knowledge import load_pack
 from workbench.paths import knowledge_packs_dir
@@ -130,3 +133,15 @@ def test_gpu_test_programs_build_clean_here(program: str, opcodes: tuple[str, ..
     code = sass(exe)
     for opcode in opcodes:
         assert opcode in code, opcode
+
+
+@needs_nvcc
+@pytest.mark.parametrize("target", TARGETS)
+def test_abi_example_builds_through_the_evaluators_build_stage(target: str, tmp_path: Path) -> None:
+    """The `run` example every pack shows the model is a valid candidate for the build stage."""
+    abi = (knowledge_packs_dir() / "common" / "abi.md").read_text()
+    example = re.search(r"```cuda\n(.*?)```", abi, re.DOTALL)
+    assert example is not None
+    stage = asyncio.run(build(example.group(1), get_target(target), 300.0, tmp_path))
+    assert stage.status == Status.passed, stage.compiler_output
+    assert stage.library_path and Path(stage.library_path).is_file()
