@@ -47,9 +47,52 @@ def replay(
     WorkbenchApp.for_driver(driver, theme=theme).run()
 
 
+def home(theme: str | None = None) -> None:
+    """The home screen: tasks, recent sessions (shipped and in ./runs), start a run or a replay."""
+    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.screens.home import HomeScreen
+
+    folders = [sessions_dir(), Path("runs")]
+    WorkbenchApp(lambda: HomeScreen(folders), theme=theme).run()
+
+
 def demo(
     speed: Annotated[float, typer.Option("--speed", "-s", help="Playback speed.")] = 4.0,
     theme: Annotated[str | None, typer.Option("--theme", help=THEME_HELP)] = None,
 ) -> None:
     """Replay the newest session shipped in sessions/: the workbench at a glance, no model or GPU needed."""
     replay(_newest_session(sessions_dir()), speed=speed, paused=False, theme=theme)
+
+
+def author(
+    kernel: Annotated[Path, typer.Argument(help="The .cu file you edit in your own editor.")],
+    task: Annotated[str, typer.Option("--task", help="Catalogue task name, or a Definition JSON path.")],
+    target: Annotated[str, typer.Option("--target", help="hopper or blackwell.")] = "hopper",
+    executor: Annotated[
+        str, typer.Option("--executor", help="static (no GPU), or a GPU executor.")
+    ] = "static",
+    workload: Annotated[str | None, typer.Option("--workload", help="Workload uuid or prefix.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Session file (default runs/author_TASK_TARGET_TIME.jsonl).")
+    ] = None,
+    theme: Annotated[str | None, typer.Option("--theme", help=THEME_HELP)] = None,
+) -> None:
+    """Write a kernel in your own editor; each save is evaluated and the panes update."""
+    from workbench.evaluate.executors import make_executor
+    from workbench.tasks import get_target, resolve_task
+    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.drivers.author import AuthorDriver, default_author_out
+
+    if not kernel.is_file():
+        raise UserError(f"{kernel}: no such file (create it, then run `ptxwb author` on it)")
+    resolve_task(task)
+    get_target(target)
+    driver = AuthorDriver(
+        task=task,
+        target=target,
+        kernel=kernel,
+        executor=make_executor(executor),
+        out=out or default_author_out(task, target),
+        workload=workload,
+    )
+    WorkbenchApp.for_driver(driver, theme=theme).run()

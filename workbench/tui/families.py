@@ -1,6 +1,6 @@
 """Which lines of a listing belong to the target's instruction families, for marking in the code pane.
 
-SASS lines are matched on their opcode (the families of DESIGN.md's static tier); PTX and CUDA lines
+SASS lines are matched on their opcode (the static tier's family table); PTX and CUDA lines
 (inline asm) on the PTX instruction that produces that family, so the mark follows a wgmma from the
 source to the SASS.
 """
@@ -10,17 +10,10 @@ from __future__ import annotations
 import re
 from functools import cache
 
-# family -> SASS opcode pattern (the base opcode, before any ".modifier").
-_SASS: dict[str, str] = {
-    "GMMA": r"[HQIB]GMMA",
-    "TMA": r"UTMA(?:LDG|STG|REDG|PF)",
-    "BULK": r"UBLKCP",
-    "MBARRIER": r"SYNCS",
-    "SETMAXNREG": r"USETMAXREG",
-    "TCGEN05_MMA": r"UTC[HQIO]MMA",
-    "TMEM": r"(?:LDTM|STTM)",
-    "TCGEN05_OTHER": r"UTC(?:BAR|ATOMSWS|CP|SHIFT|MULTI)\w*",
-}
+from workbench.evaluate.sass import FAMILIES
+
+# family -> SASS opcode alternatives, from the static tier's own table.
+_SASS: dict[str, str] = {family: "|".join(sorted(ops)) for family, ops in FAMILIES.items()}
 
 # family -> PTX instruction pattern; TMA before BULK since both start cp.async.bulk.
 _PTX: dict[str, str] = {

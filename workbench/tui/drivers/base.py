@@ -39,6 +39,16 @@ class Driver:
         """Whether `action` (a keymap action name) is possible now."""
         return False
 
+    @property
+    def hint(self) -> str:
+        """What the person can do now, in a few words, for the header."""
+        return ""
+
+    @property
+    def next_turn(self) -> int | None:
+        """The turn being prepared before any of its events exist (the header's n of n/N)."""
+        return None
+
     async def run(self, sink: Sink) -> None:
         raise NotImplementedError
 

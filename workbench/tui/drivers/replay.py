@@ -36,6 +36,14 @@ class ReplayDriver(Driver):
             return "ended"
         return "paused" if self.player.paused else "playing"
 
+    @property
+    def hint(self) -> str:
+        if self.player.finished:
+            return "< rewinds a turn · [ ] browse turns · f forks at the shown turn"
+        if self.player.paused:
+            return "space plays · < > seek by turn · + - speed"
+        return "space pauses · + - speed · < > seek by turn"
+
     def can(self, action: str) -> bool:
         if action == "fork":
             return self.player.played_turn() is not None

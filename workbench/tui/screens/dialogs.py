@@ -6,9 +6,9 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label
+from textual.widgets import Input, Label, Markdown
 
 from workbench.tui.widgets.cuda_editor import CudaEditor
 
@@ -18,7 +18,9 @@ class EditorScreen(ModalScreen[str | None]):
 
     DEFAULT_CSS = """
     EditorScreen { align: center middle; }
-    EditorScreen > Vertical { width: 100%; height: 100%; border: thick $accent; background: $surface; }
+    EditorScreen > Horizontal { width: 100%; height: 100%; border: thick $accent; background: $surface; }
+    EditorScreen #context { width: 2fr; border-right: vkey $panel-lighten-2; }
+    EditorScreen #editing { width: 3fr; }
     EditorScreen CudaEditor { height: 1fr; }
     EditorScreen .hint { height: 1; color: $text-muted; padding: 0 1; }
     """
@@ -27,16 +29,22 @@ class EditorScreen(ModalScreen[str | None]):
         Binding("escape", "cancel", "Cancel", priority=True),
     ]
 
-    def __init__(self, source: str, title: str) -> None:
+    def __init__(self, source: str, title: str, context: str = "") -> None:
         super().__init__()
         self.source = source
         self.title_text = title
+        self.context = context
 
     def compose(self) -> ComposeResult:
-        with Vertical() as box:
+        with Horizontal() as box:
             box.border_title = self.title_text
-            yield Label("ctrl+s: evaluate the edited kernel · escape: cancel", classes="hint")
-            yield CudaEditor(self.source, show_line_numbers=True, tab_behavior="indent", id="editor")
+            if self.context:
+                # What the person answers: the task, or the feedback on their last kernel.
+                with VerticalScroll(id="context"):
+                    yield Markdown(self.context)
+            with Vertical(id="editing"):
+                yield Label("ctrl+s: evaluate this kernel · escape: cancel", classes="hint")
+                yield CudaEditor(self.source, show_line_numbers=True, tab_behavior="indent", id="editor")
 
     def on_mount(self) -> None:
         self.query_one(CudaEditor).focus()

@@ -7,27 +7,34 @@ worker, and anything slow an action starts runs in a worker too.
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import ClassVar
 
 from textual import work
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
 
+from workbench.agent.extract import extract_kernel
+from workbench.agent.prompts import template
 from workbench.errors import UserError
 from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
 from workbench.session.log import fork_session
 from workbench.tui import keymap
 from workbench.tui.artifacts import ArtifactCache, first_error_line
 from workbench.tui.drivers.base import Driver, Item
+from workbench.tui.drivers.live import LiveDriver
 from workbench.tui.model import SessionView
-from workbench.tui.screens.dialogs import PromptScreen
+from workbench.tui.screens.dialogs import EditorScreen, PromptScreen
 from workbench.tui.screens.help import HelpScreen
 from workbench.tui.widgets.code_pane import CodePane
 from workbench.tui.widgets.conversation import ConversationPane
@@ -55,6 +62,12 @@ DRIVER_ACTIONS = {
     "fork",
 }
 
+
+def abi_example() -> str | None:
+    """The ABI example's kernel: where a person's first turn starts."""
+    return extract_kernel(template("abi_example.md"))
+
+
 PANES = {"conversation": "Conversation", "code": "Code", "verdict": "Verdict", "timing": "Timing"}
 
 
@@ -69,6 +82,7 @@ class SessionScreen(Screen[None]):
         self.selected: int | None = None  # None: follow the latest turn
         self.artifacts = ArtifactCache()
         self._shown_key: tuple[object, ...] | None = None
+        self._answer_open = False
 
     # --- layout ----------------------------------------------------------------------------------
 
@@ -154,6 +168,15 @@ class SessionScreen(Screen[None]):
     def state_changed(self) -> None:
         self._refresh_header()
         self.refresh_bindings()
+        # The `human` model's turn: open the editor for the person's kernel (once).
+        driver = self.driver
+        if (
+            isinstance(driver, LiveDriver)
+            and driver.human is not None
+            and driver.human.waiting
+            and not self._answer_open
+        ):
+            self._write_answer()
 
     # --- rendering -------------------------------------------------------------------------------
 
@@ -228,6 +251,124 @@ class SessionScreen(Screen[None]):
 
     def action_seek_forward(self) -> None:
         self.run_worker(self.driver.seek(1), name="seek", group="seek", exclusive=True)  # type: ignore[attr-defined]
+
+    async def action_step(self) -> None:
+        await self._driver_call("step")
+
+    async def action_auto(self) -> None:
+        await self._driver_call("auto")
+
+    async def action_stop(self) -> None:
+        await self._driver_call("stop")
+
+    async def action_approve(self) -> None:
+        await self._driver_call("approve")
+
+    async def action_skip(self) -> None:
+        await self._driver_call("skip")
+
+    # --- the person's own source: edit, replace, write a turn, message -----------------------------
+
+    def _live(self) -> LiveDriver:
+        assert isinstance(self.driver, LiveDriver)
+        return self.driver
+
+    def action_edit(self) -> None:
+        driver = self._live()
+        if driver.human is not None and driver.human.waiting:
+            self._write_answer()
+            return
+        source = driver.approver.source
+        if source is None:
+            return
+
+        def done(text: str | None) -> None:
+            if text is not None:
+                driver.submit_edit(text)
+
+        self.app.push_screen(EditorScreen(source, f"Edit turn {driver.approver.turn}'s candidate"), done)
+
+    def _write_answer(self) -> None:
+        """The `human` model's turn: the person writes the kernel; it goes to the loop as a cuda block."""
+        driver = self._live()
+        human = driver.human
+        assert human is not None
+        previous = self.view.turn(self.view.latest_turn).candidate if self.view.latest_turn else None
+        starting = previous.source if previous else (abi_example() or "")
+        context = human.messages[-1].content if human.messages else ""
+        self._answer_open = True
+
+        def done(text: str | None) -> None:
+            self._answer_open = False
+            if text is not None:
+                human.answer(f"```cuda\n{text.rstrip()}\n```\n")
+
+        turn = driver.approver.turn or 1
+        self.app.push_screen(EditorScreen(starting, f"Your kernel for turn {turn}", context=context), done)
+
+    def action_edit_external(self) -> None:
+        # The terminal belongs to the editor until it exits (App.suspend): the loop is waiting anyway.
+        driver = self._live()
+        source = driver.approver.source
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        if source is None:
+            return
+        if not editor:
+            self.notify(
+                "set $EDITOR (or $VISUAL) to edit outside, or press e for the built-in editor",
+                severity="warning",
+            )
+            return
+        with tempfile.TemporaryDirectory(prefix="ptxwb-edit-") as folder:
+            path = Path(folder) / f"turn{driver.approver.turn}.cu"
+            path.write_text(source, encoding="utf-8")
+            try:
+                with self.app.suspend():
+                    subprocess.run([*shlex.split(editor), str(path)], check=False)
+            except SuspendNotSupported:
+                self.notify(
+                    "this terminal cannot hand over to $EDITOR: press e for the built-in editor",
+                    severity="warning",
+                )
+                return
+            text = path.read_text(encoding="utf-8")
+        if text.strip():
+            driver.submit_edit(text)
+
+    def action_override(self) -> None:
+        driver = self._live()
+
+        def done(answer: str | None) -> None:
+            if not answer:
+                return
+            path = Path(answer).expanduser()
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                self.notify(f"cannot read {path}: {exc.strerror}", severity="error")
+                return
+            if not text.strip():
+                self.notify(f"{path} is empty", severity="error")
+                return
+            driver.submit_override(text, str(path))
+
+        self.app.push_screen(
+            PromptScreen("Override", "Evaluate this .cu file instead of the candidate:", "", "kernel.cu"),
+            done,
+        )
+
+    def action_message(self) -> None:
+        driver = self._live()
+
+        def done(text: str | None) -> None:
+            if text:
+                driver.message(text)
+                self.notify("message queued: the model reads it with its next call")
+
+        self.app.push_screen(PromptScreen("Message", "A message for the model's next turn:"), done)
+
+    def action_evaluate_now(self) -> None:
+        self.run_worker(self.driver.evaluate_now(force=True), name="evaluate", group="evaluate")  # type: ignore[attr-defined]
 
     # --- turn navigation ---------------------------------------------------------------------------
 

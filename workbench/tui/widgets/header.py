@@ -31,6 +31,8 @@ class HeaderFacts:
     mode: str
     selected_turn: int | None
     speed: float | None = None
+    hint: str = ""
+    next_turn: int | None = None
 
 
 def render_header(view: SessionView, facts: HeaderFacts) -> Text:
@@ -52,7 +54,7 @@ def render_header(view: SessionView, facts: HeaderFacts) -> Text:
     )
     text.append(f" {pill} ", style=STATE_STYLES.get(facts.state, "reverse"))
     text.append(f" {facts.mode}", style="dim")
-    latest = view.latest_turn or 0
+    latest = max(view.latest_turn or 0, facts.next_turn or 0)
     limit = view.max_turns
     shown = facts.selected_turn if facts.selected_turn is not None else latest
     text.append("  turn ")
@@ -68,6 +70,8 @@ def render_header(view: SessionView, facts: HeaderFacts) -> Text:
         text.append(f"  ${cost:.4f}")
     if view.end is not None:
         text.append(f"  ended: {view.end.reason.replace('_', ' ')}", style="dim")
+    if facts.hint:
+        text.append(f"  — {facts.hint}", style="italic")
     return text
 
 

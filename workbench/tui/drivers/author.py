@@ -1,0 +1,153 @@
+"""Author mode: the person edits a kernel file in their own editor; every save is evaluated.
+
+Each save that changes the source becomes a turn: a `Candidate` (origin `override`: the person's
+own source) and its `Evaluation`, written to a session file like any other run, so an authoring
+session can be replayed too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+import uuid
+from pathlib import Path
+
+from watchfiles import Change, awatch
+
+from workbench.agent.items import EvalProgress
+from workbench.evaluate.request import EvalRequest, Executor, Progress
+from workbench.session.events import Candidate, Evaluation, Event, SessionEnd, SessionStart
+from workbench.session.log import SessionWriter
+from workbench.tui.drivers.base import Driver, Sink
+
+
+def default_author_out(task: str, target: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return Path("runs") / f"author_{Path(task).stem}_{target}_{stamp}.jsonl"
+
+
+class AuthorDriver(Driver):
+    mode = "author"
+
+    def __init__(
+        self,
+        *,
+        task: str,
+        target: str,
+        kernel: Path,
+        executor: Executor,
+        out: Path | None,
+        workload: str | None = None,
+        debounce_ms: int = 300,
+    ) -> None:
+        self.task = task
+        self.target = target
+        self.kernel = kernel.resolve()
+        self.executor = executor
+        self.session_path = out
+        self.workload = workload
+        self.debounce_ms = debounce_ms
+        self.turn = 0
+        self.evaluating = False
+        self.problem: str | None = None
+        self._last_sha: str | None = None
+        self._lock = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._writer: SessionWriter | None = None
+        self._sink: Sink | None = None
+
+    @property
+    def state(self) -> str:  # type: ignore[override]
+        if self.evaluating:
+            return "evaluating"
+        return "error" if self.problem else "watching"
+
+    @property
+    def hint(self) -> str:
+        if self.problem:
+            return self.problem
+        return f"watching {self.kernel.name}: save it to re-evaluate · x evaluates now"
+
+    def can(self, action: str) -> bool:
+        return action == "evaluate_now" and not self.evaluating
+
+    async def run(self, sink: Sink) -> None:
+        self._sink = sink
+        start = SessionStart(
+            session_id=uuid.uuid4().hex,
+            task=self.task,
+            target=self.target,
+            model="human",
+            author="human",
+            settings={"executor": self.executor.name, "kernel": str(self.kernel), "workload": self.workload},
+        )
+        if self.session_path is not None:
+            self._writer = SessionWriter(self.session_path, start)
+        await sink.ingest(start)
+        await self.evaluate_now(force=True)
+        async for changes in awatch(
+            self.kernel.parent,
+            watch_filter=self._is_our_file,
+            stop_event=self._stop,
+            debounce=self.debounce_ms,
+            recursive=False,
+        ):
+            if changes:
+                await self.evaluate_now()
+
+    def _is_our_file(self, change: Change, path: str) -> bool:
+        # Editors often save by writing a new file and renaming it over the old one: watch the name.
+        return change != Change.deleted and Path(path).name == self.kernel.name
+
+    async def evaluate_now(self, force: bool = False) -> None:
+        """Evaluate the file as it is now; an unchanged file is evaluated again only when forced."""
+        async with self._lock:
+            sink = self._sink
+            if sink is None:  # the screen has gone
+                return
+            try:
+                source = self.kernel.read_text(encoding="utf-8")
+            except OSError as exc:
+                self.problem = f"cannot read {self.kernel}: {exc.strerror}"
+                sink.state_changed()
+                return
+            self.problem = None
+            sha = hashlib.sha256(source.encode("utf-8")).hexdigest()
+            if sha == self._last_sha and not force:
+                return
+            self._last_sha = sha
+            self.turn += 1
+            turn = self.turn
+            await self._emit(Candidate(turn=turn, source=source, origin="override", sha256=sha))
+            self.evaluating = True
+            sink.state_changed()
+            loop = asyncio.get_running_loop()
+
+            def progress(step: Progress) -> None:
+                item = EvalProgress(turn=turn, progress=step)
+                loop.call_soon_threadsafe(lambda: asyncio.ensure_future(sink.ingest(item)))
+
+            request = EvalRequest(task=self.task, target=self.target, source=source, workload=self.workload)  # type: ignore[arg-type]
+            try:
+                result = await self.executor.evaluate(request, progress)
+            finally:
+                self.evaluating = False
+            await self._emit(Evaluation(turn=turn, result=result))
+            sink.state_changed()
+
+    async def _emit(self, event: Event) -> None:
+        if self._writer is not None:
+            self._writer.append(event)
+        if self._sink is not None:
+            await self._sink.ingest(event)
+
+    async def close(self) -> None:
+        self._stop.set()
+        self._sink = None
+        if self._writer is not None:
+            self._writer.append(
+                SessionEnd(turn=self.turn or None, reason="stopped_by_person", note="author mode closed")
+            )
+            self._writer.close()
+            self._writer = None

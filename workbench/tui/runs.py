@@ -1,0 +1,33 @@
+"""Build a live session screen from run settings (the home screen's "start a run")."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from workbench.agent.config import AgentConfig
+from workbench.agent.loop import MiniPTXAgent
+from workbench.agent.models import make_model
+from workbench.evaluate.executors import make_executor
+from workbench.tui.drivers.live import LiveDriver, Pace, TuiHuman
+from workbench.tui.screens.session import SessionScreen
+
+
+def default_out(task: str, target: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return Path("runs") / f"{Path(task).stem}_{target}_{stamp}.jsonl"
+
+
+def live_screen(task: str, target: str, model: str, executor: str, turns: int, pace: str) -> SessionScreen:
+    """A session screen driving a new agent run; bad settings raise `UserError` before anything starts."""
+    human = TuiHuman() if model == "human" else None
+    agent = MiniPTXAgent(
+        task=task,
+        target=target,
+        model=make_model(model, human=human),
+        executor=make_executor(executor),
+        out=default_out(task, target),
+        config=AgentConfig(turns=turns),
+    )
+    chosen: Pace = "step" if pace == "step" else "auto"
+    return SessionScreen(LiveDriver(agent, pace=chosen, human=human))
