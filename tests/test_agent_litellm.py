@@ -131,3 +131,20 @@ async def test_loop_yields_streamed_deltas_and_the_retry(
     ]
     assert saved == read_session(tmp_path / "s.jsonl").events
     assert json.loads((tmp_path / "s.jsonl").read_text().splitlines()[-1])["reason"] == "turn_limit"
+
+
+def test_a_model_error_ends_the_session_without_leaking_the_key(tmp_path: Path) -> None:
+    out = tmp_path / "err.jsonl"
+    env = {**os.environ, "OPENAI_API_KEY": CANARY_KEY}
+    with OpenAIServer([HttpError(401, f"Incorrect API key provided: {CANARY_KEY}", "invalid_request_error")]) as server:
+        done = subprocess.run(
+            [str(PTXWB), "run", "--task", "gemm_n7168_k5120", "--model", "openai/test-model",
+             "--api-base", server.base_url, "--no-pack", "--headless", "--out", str(out)],
+            check=False, capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
+        assert len(server.requests) == 1
+    assert done.returncode == 1
+    end = read_session(out).events[-1]
+    assert isinstance(end, SessionEnd) and end.reason == "model_error" and "AuthenticationError" in end.note
+    for text in (out.read_text(), done.stdout, done.stderr):
+        assert CANARY_KEY not in text and CANARY_KEY[:12] not in text
