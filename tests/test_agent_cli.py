@@ -49,9 +49,20 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
         (["--pack-variant", "no_such_variant"], "has no variant"),
     ]
     for extra, message in cases:
-        args = ["run", "--task", "gemm_n7168_k5120", "--model", f"scripted:{script}", "--out", str(out), *extra]
+        args = [
+            "run",
+            "--task",
+            "gemm_n7168_k5120",
+            "--model",
+            f"scripted:{script}",
+            "--out",
+            str(out),
+            *extra,
+        ]
         done = ptxwb(*args)
-        assert done.returncode == 2 and message in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+        assert done.returncode == 2 and message in done.stderr and len(done.stderr.splitlines()) == 1, (
+            done.stderr
+        )
         assert not out.exists()
     done = ptxwb("run", "--task", "gemm_n7168_k5120", "--model", "human", "--context", "everything")
     assert done.returncode == 2 and "everything" in done.stderr

@@ -136,7 +136,9 @@ async def test_loop_yields_streamed_deltas_and_the_retry(
 def test_a_model_error_ends_the_session_without_leaking_the_key(tmp_path: Path) -> None:
     out = tmp_path / "err.jsonl"
     env = {**os.environ, "OPENAI_API_KEY": CANARY_KEY}
-    with OpenAIServer([HttpError(401, f"Incorrect API key provided: {CANARY_KEY}", "invalid_request_error")]) as server:
+    with OpenAIServer(
+        [HttpError(401, f"Incorrect API key provided: {CANARY_KEY}", "invalid_request_error")]
+    ) as server:
         done = subprocess.run(
             [str(PTXWB), "run", "--task", "gemm_n7168_k5120", "--model", "openai/test-model",
              "--api-base", server.base_url, "--no-pack", "--headless", "--out", str(out)],

@@ -55,10 +55,16 @@ def _of(items: list[LoopItem], kind: type) -> list:
 
 async def test_edit_keeps_the_original_and_evaluates_the_edit(tmp_path: Path, build_cache: Path) -> None:
     approver = Scripted({1: Decision.edit(wgmma_kernel(), note="fixed the typo")})
-    items = await record_session(tmp_path / "s.jsonl", [answer(broken_kernel())], build_cache, approver=approver)
+    items = await record_session(
+        tmp_path / "s.jsonl", [answer(broken_kernel())], build_cache, approver=approver
+    )
     assert approver.reviewed == [(1, broken_kernel())]
     [candidate] = _of(items, Candidate)
-    assert (candidate.origin, candidate.source, candidate.original) == ("edited", wgmma_kernel(), broken_kernel())
+    assert (candidate.origin, candidate.source, candidate.original) == (
+        "edited",
+        wgmma_kernel(),
+        broken_kernel(),
+    )
     [control] = _of(items, Control)
     assert (control.action, control.by, control.note) == ("edit", "human", "fixed the typo")
     [evaluation] = _of(items, Evaluation)
@@ -79,7 +85,11 @@ async def test_replace_skip_and_stop(tmp_path: Path, build_cache: Path) -> None:
     skipped = [m for m in _of(items, Message) if m.turn == 2 and m.role == "user"]
     assert "chose not to evaluate" in skipped[0].content
     end = items[-1]
-    assert isinstance(end, SessionEnd) and (end.reason, end.turn, end.note) == ("stopped_by_person", 3, "enough")
+    assert isinstance(end, SessionEnd) and (end.reason, end.turn, end.note) == (
+        "stopped_by_person",
+        3,
+        "enough",
+    )
 
 
 async def test_refusing_a_turn_stops_before_the_model_is_asked(tmp_path: Path, build_cache: Path) -> None:
@@ -91,11 +101,19 @@ async def test_refusing_a_turn_stops_before_the_model_is_asked(tmp_path: Path, b
     assert isinstance(end, SessionEnd) and (end.reason, end.turn) == ("stopped_by_person", 2)
 
 
-async def test_an_answer_without_code_gets_feedback_and_the_turn_counts(tmp_path: Path, build_cache: Path) -> None:
-    items = await record_session(tmp_path / "s.jsonl", ["I think wgmma is the way.", "Still thinking."], build_cache)
+async def test_an_answer_without_code_gets_feedback_and_the_turn_counts(
+    tmp_path: Path, build_cache: Path
+) -> None:
+    items = await record_session(
+        tmp_path / "s.jsonl", ["I think wgmma is the way.", "Still thinking."], build_cache
+    )
     assert _of(items, Candidate) == [] and _of(items, Evaluation) == []
     feedback = [m.content for m in _of(items, Message) if m.role == "user" and m.turn is not None]
-    assert len(feedback) == 2 and "no complete fenced code block" in feedback[0] and "1 turns left" not in feedback[1]
+    assert (
+        len(feedback) == 2
+        and "no complete fenced code block" in feedback[0]
+        and "1 turns left" not in feedback[1]
+    )
     end = items[-1]
     assert isinstance(end, SessionEnd) and (end.reason, end.turn) == ("turn_limit", 2)
 
@@ -129,7 +147,9 @@ async def test_a_persons_message_and_the_latest_pair_context(
     assert "no code yet" not in [m["content"] for m in requests[2]]
 
 
-async def test_cost_and_wall_limits(tmp_path: Path, build_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_cost_and_wall_limits(
+    tmp_path: Path, build_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", CANARY_KEY)
     with OpenAIServer(["no code"] * 3) as server:
         model = LitellmModel("openai/test-model", api_base=server.base_url, input_cost_per_token=0.01)
@@ -166,7 +186,11 @@ async def test_closing_the_loop_early_records_a_stop(tmp_path: Path, build_cache
             break
     await run.aclose()
     end = read_session(tmp_path / "s.jsonl").events[-1]
-    assert isinstance(end, SessionEnd) and (end.reason, end.note, end.turn) == ("stopped_by_person", "interrupted", 1)
+    assert isinstance(end, SessionEnd) and (end.reason, end.note, end.turn) == (
+        "stopped_by_person",
+        "interrupted",
+        1,
+    )
 
 
 def _timed(status: Status, speedup: float | None) -> EvalResult:
@@ -175,7 +199,9 @@ def _timed(status: Status, speedup: float | None) -> EvalResult:
         stage.status = status if name == "timing" else Status.passed
     result.stages.timing.speedup = speedup
     if speedup is not None:
-        stats = TimingStats(name="candidate", median_ms=1.0, p25_ms=1.0, p75_ms=1.0, min_ms=1.0, max_ms=1.0, iterations=50)
+        stats = TimingStats(
+            name="candidate", median_ms=1.0, p25_ms=1.0, p75_ms=1.0, min_ms=1.0, max_ms=1.0, iterations=50
+        )
         result.stages.timing.candidate = stats
     return result
 

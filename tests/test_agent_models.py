@@ -70,7 +70,10 @@ async def test_a_streamed_answer_with_usage_and_price(key: str) -> None:
     text = "Here it is:\n```cuda\n__global__ void k() {}\n```\n"
     with OpenAIServer([text], chunk_chars=5) as server:
         model = LitellmModel(
-            "openai/test-model", api_base=server.base_url, input_cost_per_token=1e-6, output_cost_per_token=2e-6
+            "openai/test-model",
+            api_base=server.base_url,
+            input_cost_per_token=1e-6,
+            output_cost_per_token=2e-6,
         )
         deltas: list[str] = []
         reply = await model.complete(ASK, on_delta=deltas.append)
@@ -98,7 +101,9 @@ async def test_scripted_model_serves_in_order_then_is_exhausted(tmp_path: Path) 
         await model.complete(ASK)
 
 
-@pytest.mark.parametrize(("content", "message"), [("{", "malformed JSON"), ('{"a": 1}', "list of strings"), ("[]", "no messages")])
+@pytest.mark.parametrize(
+    ("content", "message"), [("{", "malformed JSON"), ('{"a": 1}', "list of strings"), ("[]", "no messages")]
+)
 def test_scripted_model_rejects_bad_files(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "script.json"
     path.write_text(content)

@@ -28,7 +28,11 @@ def test_system_prompt_has_instructions_pack_and_abi_example() -> None:
     assert pack.prompt_text() in system
     assert "one fenced ```cuda block" in system and "TVM_FFI_DLL_EXPORT_TYPED_FUNC" in system
     assert "arch=compute_90a,code=sm_90a" in system and "GMMA" in system and "cuBLAS" in system
-    assert system.index("You write one CUDA kernel") < system.index(pack.prompt_text()) < system.index("# ABI example")
+    assert (
+        system.index("You write one CUDA kernel")
+        < system.index(pack.prompt_text())
+        < system.index("# ABI example")
+    )
 
 
 def test_no_pack_and_a_variant() -> None:

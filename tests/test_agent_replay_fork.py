@@ -57,7 +57,9 @@ async def _replay(recorded: Path, out: Path, turns: int, cache: Path) -> None:
         pass
 
 
-async def test_replay_reproduces_the_messages_exactly(recorded: Path, tmp_path: Path, build_cache: Path) -> None:
+async def test_replay_reproduces_the_messages_exactly(
+    recorded: Path, tmp_path: Path, build_cache: Path
+) -> None:
     out = tmp_path / "replayed.jsonl"
     await _replay(recorded, out, 3, build_cache)
     original, replayed = read_session(recorded), read_session(out)
@@ -68,11 +70,15 @@ async def test_replay_reproduces_the_messages_exactly(recorded: Path, tmp_path: 
 
     assert conversation(replayed.events) == conversation(original.events)
     assert all(m.source == "replay" for m in _answers(out))
-    statuses = [[e.result.status for e in r.events if isinstance(e, Evaluation)] for r in (original, replayed)]
+    statuses = [
+        [e.result.status for e in r.events if isinstance(e, Evaluation)] for r in (original, replayed)
+    ]
     assert statuses[0] == statuses[1]
 
 
-async def test_replay_past_its_end_stops_as_exhausted(recorded: Path, tmp_path: Path, build_cache: Path) -> None:
+async def test_replay_past_its_end_stops_as_exhausted(
+    recorded: Path, tmp_path: Path, build_cache: Path
+) -> None:
     out = tmp_path / "longer.jsonl"
     await _replay(recorded, out, 5, build_cache)
     end = read_session(out).events[-1]
@@ -102,7 +108,11 @@ def test_fork_keeps_turns_up_to_n_and_continues(recorded: Path, tmp_path: Path, 
     parent, fork = read_session(recorded), read_session(out)
     assert fork.start.parent_session == parent.start.session_id and fork.start.fork_turn == 2
     assert fork.start.model == "openai/fork-model" and fork.start.session_id != parent.start.session_id
-    kept = [e for e in parent.events[1:] if (e.turn is not None and e.turn <= 2) or (e.turn is None and e.type == "message")]
+    kept = [
+        e
+        for e in parent.events[1:]
+        if (e.turn is not None and e.turn <= 2) or (e.turn is None and e.type == "message")
+    ]
     assert fork.events[1 : 1 + len(kept)] == kept
     assert fork.turns() == [1, 2, 3]
     turn3 = [e for e in fork.events if isinstance(e, Message) and e.turn == 3 and e.role == "assistant"]

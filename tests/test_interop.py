@@ -92,11 +92,19 @@ PTXBENCH_STYLE = {
     "messages": [
         {"role": "system", "content": "You write kernels."},
         {"role": "user", "content": "Task: gemm"},
-        {"role": "assistant", "content": "```cpp\nint a;\n```", "extra": {"cost": 0.2, "timestamp": 1700000000.0}},
+        {
+            "role": "assistant",
+            "content": "```cpp\nint a;\n```",
+            "extra": {"cost": 0.2, "timestamp": 1700000000.0},
+        },
         {"role": "user", "content": "compile error"},
         {"role": "assistant", "content": "```cpp\n__global__ void k() {}\n```", "extra": {"cost": 0.3}},
         {"role": "user", "content": "passed, speedup 1.1"},
-        {"role": "exit", "content": "Target speedup achieved.", "extra": {"exit_status": "Submitted", "submission": ""}},
+        {
+            "role": "exit",
+            "content": "Target speedup achieved.",
+            "extra": {"exit_status": "Submitted", "submission": ""},
+        },
     ],
     "trajectory_format": "mini-swe-agent-1.1",
 }
@@ -107,7 +115,9 @@ def test_import_a_trajectory_from_elsewhere(tmp_path: Path) -> None:
     source.write_text(json.dumps(PTXBENCH_STYLE))
     with pytest.raises(UserError, match="--task and --target"):
         import_trajectory(source, tmp_path / "x.jsonl")
-    read = read_session(import_trajectory(source, tmp_path / "in.jsonl", task="gemm_n7168_k5120", target="hopper"))
+    read = read_session(
+        import_trajectory(source, tmp_path / "in.jsonl", task="gemm_n7168_k5120", target="hopper")
+    )
     assert read.start.model == "anthropic/claude-test" and read.start.task == "gemm_n7168_k5120"
     messages = [e for e in read.events if isinstance(e, Message)]
     assert [(m.turn, m.role) for m in messages] == [
