@@ -20,7 +20,7 @@ from rich.console import Console
 from workbench.agent.config import AgentConfig, ContextPolicy
 from workbench.agent.items import EvalProgress, LoopItem, ModelRetry, TextDelta
 from workbench.agent.loop import MiniPTXAgent
-from workbench.agent.models import ChatMessage, Model, make_model
+from workbench.agent.models import ChatMessage, HumanWriter, Model, make_model
 from workbench.errors import UserError
 from workbench.evaluate.executors import make_executor
 from workbench.session.events import Candidate, Evaluation, Message, SessionEnd, SessionStart
@@ -59,10 +59,15 @@ async def stdin_writer(messages: Sequence[ChatMessage]) -> str | None:
         lines.append(line)
 
 
-def build_model(spec: str, api_base: str | None, temperature: float | None, max_tokens: int | None) -> Model:
-    return make_model(
-        spec, human=stdin_writer, api_base=api_base, temperature=temperature, max_tokens=max_tokens
-    )
+def build_model(
+    spec: str,
+    api_base: str | None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    human: HumanWriter = stdin_writer,
+) -> Model:
+    """The model for `--model`; `human` writes the `human` model's turns (stdin here, the editor in the TUI)."""
+    return make_model(spec, human=human, api_base=api_base, temperature=temperature, max_tokens=max_tokens)
 
 
 class HeadlessView:
@@ -221,7 +226,8 @@ def run(
         out=out,
         config=config,
     )
-    # Headless is the only view until the TUI takes over the default (`headless=False`).
+    # Headless is the only view until the TUI takes over the default (`headless=False`): that branch
+    # builds the model with the TUI's human writer and hands the agent to the TUI instead.
     console = Console(highlight=False)
     end = asyncio.run(drive_headless(agent, console, spinner=model != "human" and console.is_terminal))
     finish(end, out, console)

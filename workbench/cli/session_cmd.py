@@ -103,7 +103,7 @@ def fork(
     agent = MiniPTXAgent.continue_from(
         parent,
         turn,
-        model=build_model(model, api_base, None, None),
+        model=build_model(model, api_base),
         executor=make_executor(executor_spec),
         out=out,
         config=agent_config(**settings),
