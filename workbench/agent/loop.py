@@ -101,8 +101,8 @@ def _versions(model: Model) -> dict[str, str]:
 class MiniPTXAgent:
     """One session: `async for item in agent.run(): …` drives it to its end.
 
-    `task` is a catalogue name or a Definition JSON path (recorded as given). For a fork, pass `fork`:
-    the task, target and settings come from the parent's start event unless given.
+    `task` is a catalogue name or a Definition JSON path (recorded as given). To continue a recorded
+    session from one of its turns, build the agent with `continue_from`.
     """
 
     def __init__(
