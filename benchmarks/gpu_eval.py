@@ -106,7 +106,7 @@ def self_baseline(repeats: int = 5) -> dict:
     ratios, spreads = [], []
     for _ in range(repeats):
         stage = run_timing(
-            lambda: torch.matmul(a, b.T, out=out), make_baselines(spec, [a, b]), trace, spec, ceilings, set()
+            lambda: torch.matmul(a, b.T, out=out), make_baselines(spec, [a, b]), trace, spec, ceilings, None
         )
         ratios.append(stage["speedup"])
         candidate = stage["candidate"]
@@ -140,7 +140,7 @@ def cupti_vs_events(library: str, trace) -> dict:
     inputs, outputs = make_inputs(spec, spec["seed"]), make_outputs(spec)
     rows = {}
     for name, tracer in (("cupti", trace), ("events", EventTrace()), ("cupti again", trace)):
-        stage = run_timing(lambda: run(*inputs, *outputs), [], tracer, spec, {}, set())
+        stage = run_timing(lambda: run(*inputs, *outputs), [], tracer, spec, {}, None)
         rows[name] = {
             key: stage["candidate"][key] for key in ("median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms")
         }

@@ -72,7 +72,7 @@ def correct(A, B, C):
 
 def test_a_correct_candidate_passes_every_trial_and_the_fresh_address_one() -> None:
     spec = cpu_gemm_spec()
-    stage = run_correctness(correct, spec, None, set(), trials=3)
+    stage = run_correctness(correct, spec, None, None, trials=3)
     assert stage["status"] == "passed", stage["message"]
     seeds = [trial["seed"] for trial in stage["trials"]]
     assert seeds == [spec["seed"] + i for i in range(4)]
@@ -84,7 +84,7 @@ def test_a_wrong_result_is_incorrect_numerical() -> None:
     def wrong(A, B, C):
         C.copy_(torch.matmul(A, B.T) + 1)
 
-    stage = run_correctness(wrong, cpu_gemm_spec(), None, set())
+    stage = run_correctness(wrong, cpu_gemm_spec(), None, None)
     assert stage["status"] == "incorrect_numerical" and stage["message"].startswith("trial 1")
 
 
@@ -93,7 +93,7 @@ def test_half_the_output_unwritten_is_caught_by_the_nan_prefill() -> None:
         rows = C.shape[0] // 2
         C[:rows].copy_(torch.matmul(A[:rows], B.T))
 
-    stage = run_correctness(half, cpu_gemm_spec(), None, set())
+    stage = run_correctness(half, cpu_gemm_spec(), None, None)
     assert stage["status"] == "incorrect_numerical"
     assert "NaN" in stage["message"]
 
@@ -103,7 +103,7 @@ def test_a_candidate_that_writes_its_inputs_is_caught() -> None:
         correct(A, B, C)
         A[0].zero_()
 
-    stage = run_correctness(clobber, cpu_gemm_spec(), None, set())
+    stage = run_correctness(clobber, cpu_gemm_spec(), None, None)
     assert stage["status"] == "inputs_modified" and "A" in stage["message"]
 
 
@@ -116,6 +116,6 @@ def test_a_result_cached_by_address_is_replayed_stale_and_caught() -> None:
             cache[key] = torch.matmul(A, B.T)
         C.copy_(cache[key])
 
-    stage = run_correctness(cached, cpu_gemm_spec(), None, set())
+    stage = run_correctness(cached, cpu_gemm_spec(), None, None)
     assert stage["status"] == "incorrect_numerical"
     assert stage["message"].startswith("trial 2")

@@ -61,7 +61,8 @@ def serve() -> int:
                 state["module"] = tvm_ffi.load_module(request["library"])
                 state["run"] = state["module"].run
                 state["spec"] = request["spec"]
-                state["kernels"] = set(request.get("kernels") or [])
+                known = request.get("kernels")
+                state["kernels"] = None if known is None else set(known)
                 channel.write({"ok": True})
             elif command == "correctness":
                 from workbench.evaluate.correctness import run_correctness

@@ -101,13 +101,15 @@ def _bits(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def kernel_problems(
-    trace: KernelTrace | EventTrace, call: Window, readback: Window, own: set[str]
+    trace: KernelTrace | EventTrace, call: Window, readback: Window, own: set[str] | None
 ) -> tuple[str, str] | None:
-    """(status, message) when a call launched a kernel not its own, or left work running unordered."""
+    """(status, message) when a call launched a kernel not its own (`own` None: names unknown, not
+    checked; empty: the module defines none, so every launched kernel is foreign), or left work
+    running unordered with the caller's stream."""
     launched = trace.kernels_in(call)
     if not launched:
         return None
-    if own:
+    if own is not None:
         foreign = sorted({k.name for k in launched if k.name not in own})
         if foreign:
             return "foreign_kernel", (
@@ -131,7 +133,7 @@ def run_correctness(
     call: Callable[..., object],
     spec: dict,
     trace: KernelTrace | EventTrace | None,
-    own_kernels: set[str],
+    own_kernels: set[str] | None,
     trials: int = 3,
 ) -> dict:
     """The correctness stage dict: `trials` same-address trials and one at fresh addresses."""
@@ -213,7 +215,9 @@ def run_correctness(
 def snapshot(out: torch.Tensor) -> torch.Tensor:
     """A copy of an output made by a kernel on the caller's stream (a plain clone is a memcpy, which
     the kernel trace does not see), exact for every value: x * 1 keeps NaN, Inf and -0.0."""
-    if out.dtype == torch.bool or not (out.dtype.is_floating_point or out.dtype in (torch.int32, torch.int64)):
+    if out.dtype == torch.bool or not (
+        out.dtype.is_floating_point or out.dtype in (torch.int32, torch.int64)
+    ):
         return out.clone()
     try:
         return torch.mul(out, 1)

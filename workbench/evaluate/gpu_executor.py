@@ -70,7 +70,7 @@ class GpuExecutor:
                 timeout_s=request.compile_timeout_s + 300,
             )
             state["remote_static"] = reply.get("static")
-            state["kernels"] = reply.get("kernels") or []
+            state["kernels"] = reply.get("kernels")
             return BuildStage.model_validate(reply["build"])
 
         async def static_step(so_far: EvalResult) -> StageBase:

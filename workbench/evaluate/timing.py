@@ -141,7 +141,7 @@ def run_timing(
     trace: KernelTrace | EventTrace,
     spec: dict,
     ceilings: dict,
-    own_kernels: set[str],
+    own_kernels: set[str] | None,
     warmup: int = 10,
     iterations: int = 50,
 ) -> dict:
@@ -191,7 +191,7 @@ def run_timing(
             names.extend(k.name for k in trace.kernels_in(window))
         stats[name] = summarize(name, times, names)
     candidate = stats.pop("candidate")
-    if own_kernels and trace.method == "cupti":
+    if own_kernels is not None and trace.method == "cupti":
         foreign = sorted(set(candidate["kernels"]) - own_kernels)
         if foreign:
             stage["status"] = "foreign_kernel"

@@ -60,21 +60,24 @@ def list_gpus() -> list[str]:
     return [line.strip() for line in out.stdout.splitlines() if line.startswith("GPU ")]
 
 
-def module_kernels(library: str, sass_path: str | None = None) -> list[str]:
-    """Mangled names of the kernels a candidate defines: from its SASS dump, else cuobjdump on the library."""
+def module_kernels(library: str, sass_path: str | None = None) -> list[str] | None:
+    """Mangled names of the kernels a candidate defines, from its SASS dump, else cuobjdump on the
+    library; [] when it defines none (then every kernel it launches is foreign), None when unknown."""
     if sass_path and Path(sass_path).is_file():
         return sorted(set(_FUNCTION.findall(Path(sass_path).read_text(errors="replace"))))
     from workbench.evaluate.toolchain import find_tool
 
     tool = find_tool("cuobjdump")
     if tool is None:
-        return []
+        return None
     try:
         out = subprocess.run(
             [str(tool), "--dump-sass", library], check=False, capture_output=True, text=True, timeout=120
         )
     except (OSError, subprocess.TimeoutExpired):
-        return []
+        return None
+    if out.returncode != 0:
+        return None
     return sorted(set(_FUNCTION.findall(out.stdout)))
 
 
@@ -104,7 +107,10 @@ class Session:
         self.worker = worker
         self.library = request["library"]
         self.spec = request["spec"]
-        self.kernels = list(request.get("kernels") or module_kernels(self.library, request.get("sass_path")))
+        kernels = request.get("kernels")
+        if kernels is None:
+            kernels = module_kernels(self.library, request.get("sass_path"))
+        self.kernels: list[str] | None = None if kernels is None else list(kernels)
         self.stages = list(request.get("stages") or GPU_STAGES)
         self.timeouts = {**DEFAULT_TIMEOUTS, **(request.get("timeouts") or {})}
         self.child: Child | None = None
@@ -216,11 +222,17 @@ class Session:
                 "status": "not_run",
                 "message": "Nsight Compute (ncu) is not installed on this host",
             }
-        if not self.kernels:
+        if self.kernels is None:
             return {
                 **base,
                 "status": "infrastructure_error",
                 "message": "the candidate's kernel names are unknown (no SASS, no cuobjdump)",
+            }
+        if not self.kernels:
+            return {
+                **base,
+                "status": "dynamic_not_executed",
+                "message": "the candidate's module defines no kernel: none of its own instructions ran",
             }
         base["tool"] = f"ncu {self.worker.ncu_version()}"
         assert self.profiler is not None and self.profiler_output is not None
@@ -428,7 +440,7 @@ def remote_build(request: dict) -> dict:
 
     target = get_target(request["target"])
     build_stage = asyncio.run(build(request["source"], target, float(request.get("timeout_s", 180.0)), None))
-    reply: dict = {"build": build_stage.model_dump(mode="json"), "static": None, "kernels": []}
+    reply: dict = {"build": build_stage.model_dump(mode="json"), "static": None, "kernels": None}
     if build_stage.status == Status.passed:
         static = asyncio.run(static_stage(build_stage, target))
         reply["static"] = static.model_dump(mode="json")
