@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.pack_support import GPU_DATA, extract_pattern_kernel, header_dirs
 from workbench.evaluate.build import build
 from workbench.evaluate.result import Status
 from workbench.evaluate.toolchain import find_tool
@@ -19,7 +20,6 @@ from workbench.paths import knowledge_packs_dir
 from workbench.tasks.targets import get_target
 
 CHECKS = Path(__file__).parent / "data" / "pack_headers"
-GPU_DATA = Path(__file__).parent / "gpu" / "data"
 TARGETS = ("hopper", "blackwell")
 
 needs_nvcc = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
@@ -44,7 +44,7 @@ def check_units(target: str) -> list[Path]:
 
 @cache
 def compile_cubin(source: Path, target: str, out_dir: Path) -> Path:
-    includes = sorted({str(p.parent) for p in header_paths(target)})
+    includes = header_dirs(target)
     cubin = out_dir / f"{source.stem}.{target}.cubin"
     cmd = [str(find_tool("nvcc")), "-std=c++17", "-O2", "-cubin", "-gencode", get_target(target).gencode,
            *(f"-I{d}" for d in includes), "-o", str(cubin), str(source)]
@@ -118,14 +118,17 @@ def test_tcgen05_helpers_emit_utchmma_tmem_and_pair_forms(out_dir: Path) -> None
 @pytest.mark.parametrize(("program", "opcodes"), [
     ("pack_gemm_tile.cu", ("HGMMA.64x128x16.F32.BF16", "UTMALDG", "UTMASTG", "SYNCS.PHASECHK")),
     ("pack_rs_mnmajor.cu", ("HGMMA.64x64x16.F32.BF16", "HGMMA.64x128x16.F32.BF16", ".tnspB", "UTMALDG")),
+    ("pattern_ws_harness.cu", ("HGMMA.64x256x16.F32.BF16", "USETMAXREG.TRY_ALLOC", "USETMAXREG.DEALLOC")),
 ])
 def test_gpu_test_programs_build_clean_here(program: str, opcodes: tuple[str, ...], tmp_path: Path) -> None:
-    """The H200 test's programs compile here without spills or serialised wgmma, so the GPU run can
-    only fail on the GPU's verdict."""
-    includes = [f"-I{d}" for d in sorted({str(p.parent) for p in header_paths("hopper")})]
+    """The H200 test's programs (one of them the warp-specialisation pattern's kernel, taken from the
+    markdown) compile here without spills or serialised wgmma, so the GPU run can only fail on the
+    GPU's verdict."""
+    extract_pattern_kernel(tmp_path)
+    includes = [f"-I{d}" for d in header_dirs("hopper")]
     exe = tmp_path / Path(program).stem
     done = subprocess.run([str(find_tool("nvcc")), "-std=c++17", "-O2", "-gencode", get_target("hopper").gencode,
-                           "-Xptxas", "-v", *includes, "-o", str(exe), str(GPU_DATA / program)],
+                           "-Xptxas", "-v", *includes, f"-I{tmp_path}", "-o", str(exe), str(GPU_DATA / program)],
                           check=False, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "0 bytes spill stores" in done.stderr
