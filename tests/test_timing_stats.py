@@ -31,7 +31,8 @@ def test_the_message_flags_a_result_faster_than_light() -> None:
         "faster_than_light": True,
         "method": "cupti",
     }
-    text = timing_message(stage)
+    text = timing_message(stage, {"tensor_tflops": 790.0, "bandwidth_tbps": 4.3})
     assert "speedup 2.000x" in text and "FLAGGED" in text
+    assert "speed of light 0.8 ms (measured here: 790 TFLOP/s bf16, 4.30 TB/s)" in text
     stage["method"], stage["faster_than_light"] = "events", False
     assert "CUDA events" in timing_message(stage) and "FLAGGED" not in timing_message(stage)

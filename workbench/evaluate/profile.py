@@ -166,7 +166,7 @@ def dynamic_stage(
         if share < MIN_TENSOR_SHARE:
             stage["status"] = "low_tensor_share"
             stage["message"] = (
-                f"{required} ran ({threads:,} predicate-true threads) but the tensor pipe did {share:.1%} of the "
+                f"{required} ran ({threads:,} predicate-true thread executions) but the tensor pipe did {share:.1%} of the "
                 f"task's FLOPs ({tensor_flops:.3g} of {task_flops:.3g}): the math happens elsewhere"
             )
             return stage
@@ -175,5 +175,5 @@ def dynamic_stage(
         )
     else:
         note = "" if target in TENSOR_FLOPS_METRIC else f" (no tensor-FLOP metric for {target} yet)"
-        stage["message"] = f"{required} executed by {threads:,} threads{note}"
+        stage["message"] = f"{required}: {threads:,} predicate-true thread executions{note}"
     return stage

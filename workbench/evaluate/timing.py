@@ -210,12 +210,12 @@ def run_timing(
         primary = stage["baselines"][0]
         stage["speedup"] = primary["median_ms"] / candidate["median_ms"]
     if stage["status"] == "passed":
-        stage["message"] = timing_message(stage)
+        stage["message"] = timing_message(stage, ceilings)
     stage["duration_s"] = time.perf_counter() - started
     return stage
 
 
-def timing_message(stage: dict) -> str:
+def timing_message(stage: dict, ceilings: dict | None = None) -> str:
     candidate = stage["candidate"]
     spread = f"IQR {candidate['p25_ms']:.4g}-{candidate['p75_ms']:.4g}"
     text = f"candidate {candidate['median_ms']:.4g} ms median ({spread})"
@@ -224,6 +224,11 @@ def timing_message(stage: dict) -> str:
         text += f"; {primary['name']} {primary['median_ms']:.4g} ms; speedup {stage['speedup']:.3f}x"
     if stage.get("tflops"):
         text += f"; {stage['tflops']:.0f} TFLOP/s"
+    if stage.get("speed_of_light_ms") and ceilings:
+        text += (
+            f"; speed of light {stage['speed_of_light_ms']:.4g} ms (measured here: "
+            f"{ceilings['tensor_tflops']:.0f} TFLOP/s bf16, {ceilings['bandwidth_tbps']:.2f} TB/s)"
+        )
     if stage.get("faster_than_light"):
         text += (
             f"; FLAGGED: faster than this device's speed of light ({stage['speed_of_light_ms']:.4g} ms from the "
