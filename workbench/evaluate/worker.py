@@ -124,6 +124,8 @@ class Session:
     def begin(self) -> dict:
         child = self.worker.take_child()
         self.child = child
+        if "dynamic" in self.stages:
+            self._start_profiler()  # its start-up overlaps the child's and the whole correctness tier
         ready = child.receive(self.timeouts["start_s"])
         if not ready.ok:
             self.failed = {
@@ -145,8 +147,6 @@ class Session:
                 "status": "runtime_error",
                 "message": f"loading the library: {loaded.data.get('error')}",
             }
-        if self.failed is None and "dynamic" in self.stages:
-            self._start_profiler()
         return {
             "ok": self.failed is None,
             "device": self.device,
