@@ -10,6 +10,7 @@ from workbench.knowledge import load_pack
 from workbench.paths import knowledge_packs_dir
 
 GPU_DATA = Path(__file__).parent / "gpu" / "data"
+PATTERN_CHECKS = Path(__file__).parent / "data" / "pack_patterns"
 WS_PATTERN = "hopper/patterns/warp_specialization.md"
 
 
@@ -18,11 +19,11 @@ def header_dirs(target: str) -> list[str]:
     return sorted({str((root / f.path).parent) for f in load_pack(target).files if f.kind == "header"})
 
 
-def extract_pattern_kernel(out_dir: Path) -> Path:
+def extract_pattern_kernel(out_dir: Path, pattern: str = WS_PATTERN) -> Path:
     """Writes the pattern's ```cuda block to `out_dir/pattern_kernel.cuh` (what the harness includes)."""
-    text = (knowledge_packs_dir() / WS_PATTERN).read_text()
+    text = (knowledge_packs_dir() / pattern).read_text()
     block = re.search(r"```cuda\n(.*?)```", text, re.DOTALL)
-    assert block is not None, f"no cuda block in {WS_PATTERN}"
+    assert block is not None, f"no cuda block in {pattern}"
     path = out_dir / "pattern_kernel.cuh"
     path.write_text(block.group(1))
     return path

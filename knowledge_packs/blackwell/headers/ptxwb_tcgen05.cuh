@@ -107,6 +107,17 @@ __device__ __forceinline__ void tc05_commit(uint64_t* bar) {
                ::"r"(tc_smem_u32(bar)) : "memory");
 }
 
+// Two floats to one bf16x2 register: `lo` in bits 0-15, `hi` in bits 16-31 (round to nearest).
+// (Also in ptxwb_wgmma.cuh; the guard lets both headers share a translation unit.)
+#ifndef PTXWB_PACK_BF16X2
+#define PTXWB_PACK_BF16X2
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  uint32_t out;
+  asm("cvt.rn.bf16x2.f32 %0, %2, %1;" : "=r"(out) : "f"(lo), "f"(hi));
+  return out;
+}
+#endif
+
 // ---- TMEM <-> registers (warp-collective; a warp may touch only lanes 32*(warpid%4) .. +31) -------
 __device__ __forceinline__ void tmem_wait_ld() { asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory"); }
 

@@ -220,11 +220,15 @@ __device__ __forceinline__ int warp_idx_uniform() { return __shfl_sync(0xfffffff
 
 // ---- epilogue -------------------------------------------------------------------------------
 // Two floats to one bf16x2 register: `lo` in bits 0-15, `hi` in bits 16-31 (round to nearest).
+// (Also in ptxwb_tcgen05.cuh; the guard lets both headers share a translation unit.)
+#ifndef PTXWB_PACK_BF16X2
+#define PTXWB_PACK_BF16X2
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   uint32_t out;
   asm("cvt.rn.bf16x2.f32 %0, %2, %1;" : "=r"(out) : "f"(lo), "f"(hi));
   return out;
 }
+#endif
 
 // Four 8x8 b16 matrices to shared memory. Lanes 8j..8j+7 give the addresses of rows 0..7 of
 // matrix j; register rj of lane l holds row l/4, columns 2*(l%4) and 2*(l%4)+1 of matrix j

@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(128, 1) tcgen05_one_cta(float* out) {
   float s = 0.f;
   for (int i = 0; i < 16; ++i) s += __uint_as_float(r16[i]);
   for (int i = 0; i < 32; ++i) s += __uint_as_float(r32[i]);
-  out[threadIdx.x] = s;
+  out[threadIdx.x] = s + __uint_as_float(pack_bf16x2(s, 1.f));
   tmem_st_32x32b_x16(tmem_addr(d_tmem, lane_base, 384), r16);
   tmem_st_32x32b_x32(tmem_addr(d_tmem, lane_base, 400), r32);
   tmem_wait_st();
