@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.build_support import KERNELS, build_kernel, needs_nvcc, session_cache
-from workbench.evaluate.build import build, compile_source, first_errors, parse_ptxas
+from workbench.evaluate.build import ALLOWED_IMPORT, build, compile_source, first_errors, parse_ptxas
 from workbench.evaluate.render import short_kernel
 from workbench.evaluate.result import Status
 from workbench.tasks import get_target
@@ -140,3 +140,33 @@ def test_first_errors_skips_summary_lines() -> None:
     output = 'kernel.cu(3): error: expected a ";"\nkernel.cu(9): error: x\n2 errors detected in the compilation of "kernel.cu".\n'
     assert first_errors(output) == ['kernel.cu(3): error: expected a ";"', "kernel.cu(9): error: x"]
     assert len(first_errors("\n".join(f"k.cu({i}): error: e" for i in range(20)))) == 5
+
+
+def test_hidden_vendor_symbol_is_caught_at_the_link(cache: Path) -> None:
+    stage = build_kernel("banned_hidden_symbol.cu", "hopper", cache)
+    assert stage.status == Status.banned
+    assert "imports cublasCreate_v2" in stage.message
+    assert stage.errors == ["undefined symbol not allowed: cublasCreate_v2"]
+
+
+@pytest.mark.parametrize(
+    ("symbol", "allowed"),
+    [
+        ("sinf@GLIBC_2.2.5", True),
+        ("_ZNSo3putEc@GLIBCXX_3.4", True),
+        ("__cxa_throw@CXXABI_1.3", True),
+        ("_Unwind_Resume@GCC_3.0", True),
+        ("__cudaRegisterFunction@libcudart.so.13", True),
+        ("cudaMalloc@libcudart.so.13", True),
+        ("cuTensorMapEncodeTiled", True),
+        ("TVMFFIEnvGetStream", True),
+        ("__gmon_start__", True),
+        ("cublasCreate_v2", False),
+        ("cublasLtMatmul@libcublasLt.so.13", False),
+        ("cudnnCreate", False),
+        ("_ZN7cutlass4gemm6device4GemmE", False),
+        ("my_helper_in_another_library", False),
+    ],
+)
+def test_allowed_imports(symbol: str, allowed: bool) -> None:
+    assert bool(ALLOWED_IMPORT.search(symbol)) == allowed
