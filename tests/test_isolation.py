@@ -70,18 +70,20 @@ def test_a_crash_or_exit_becomes_a_description_not_a_parent_failure(body: str, e
 def test_a_hang_is_killed_at_the_deadline_with_its_whole_process_group() -> None:
     child = start(
         """
-        grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-        print(grandchild.pid, file=sys.stderr, flush=True)
-        time.sleep(600)
+        if action == "fork":
+            grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            channel.write({"pid": grandchild.pid})
+        else:
+            time.sleep(600)
         """
     )
+    grandchild = child.request({"do": "fork"}, 60).data["pid"]
     started = time.monotonic()
     reply = child.request({"do": "hang"}, 1.0)
     waited = time.monotonic() - started
     child.close()
     assert reply.timed_out and not reply.ok
     assert waited < 30
-    grandchild = int(first_useful_line(child.stderr.text()))
     for _ in range(100):  # the kernel reaps it asynchronously once its parent (the child) is gone
         try:
             os.kill(grandchild, 0)
