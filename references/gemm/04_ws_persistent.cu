@@ -12,6 +12,12 @@
 //    B slab: each CTA loads half of that slab and multicasts it into both CTAs' shared memory,
 //    halving the L2->SM traffic for B. A stage is refilled only after the consumers of *both* CTAs
 //    have released it (the empty barrier counts arrivals from the whole cluster).
+//  * TMA-store epilogue: each consumer warpgroup writes its bf16 results into a swizzled shared
+//    buffer (two passes of 64x128 so that four 48 KB stages still fit) and one thread issues
+//    asynchronous TMA stores, so the next tile's wgmmas start while C drains to memory.
+//
+// Measured on an H200 (references/README.md): 0.765 ms at M=8192, 786 TFLOP/s, 0.98x cuBLAS;
+// the direct-store epilogue (GEMM_TMA_EPILOGUE=0) ran 0.812 ms, without clusters 0.858 ms.
 //
 // Pipeline per stage s: full[s] (TMA bytes landed; 1 arrival + transaction bytes) and empty[s]
 // (8 consumer warps per CTA x cluster size arrivals).
@@ -36,7 +42,8 @@
 #define GEMM_GROUP_M 8
 #endif
 #ifndef GEMM_TMA_EPILOGUE
-#define GEMM_TMA_EPILOGUE 0  // n > 0: stage C in shared memory in n passes, write it with TMA stores
+#define GEMM_TMA_EPILOGUE 2  // n > 0: stage C in shared memory in n passes, write it with TMA stores;
+                             // 0: store the fragments straight to global memory
 #endif
 
 namespace {
