@@ -66,6 +66,7 @@ def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
     [
         "#include <cuda_runtime.h>\n#include <cuda_bf16.h>\n#include <cuda_fp8.h>\n#include <cuda.h>\n",
         "#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n#include <cuda/barrier>\n",
+        "#include <cuda/ptx>\n#include <cuda/std/cstdint>\n#include <nv/target>\n",
         "#include <tvm/ffi/function.h>\n#include <dlpack/dlpack.h>\n#include <vector>\n#include <stdint.h>\n",
         "#include <mma.h>\n#include <cudaTypedefs.h>\n#include <cstdio>\n",
         "// #include <cublas_v2.h>\n/* cudnnConvolutionForward(\n cutlass::gemm */ int x;\n",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# The toolkit's own headers. libcu++ (`cuda/...`: barrier, pipeline, ptx, std) is allowed: it wraps
-# single PTX instructions and ships no kernels. CUB and Thrust are libraries of kernels: not allowed.
+# The toolkit's own headers. libcu++ (`cuda/...`: barrier, pipeline, ptx, std; `nv/target`) is allowed:
+# it wraps single PTX instructions and ships no kernels. CUB and Thrust are libraries of kernels: not allowed.
 _CUDA_HEADERS = frozenset(
     {
         "cuda.h",
@@ -52,7 +52,7 @@ _CUDA_HEADERS = frozenset(
         "cuda_texture_types.h",
     }
 )
-_ALLOWED_PREFIXES = ("cooperative_groups/", "cuda/", "tvm/ffi/", "dlpack/")
+_ALLOWED_PREFIXES = ("cooperative_groups/", "cuda/", "nv/", "tvm/ffi/", "dlpack/")
 
 _CXX_HEADERS = frozenset(
     [
