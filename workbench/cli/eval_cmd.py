@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from workbench.errors import UserError
-from workbench.evaluate.executors import make_executor
+from workbench.evaluate.executors import KNOWN, make_executor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.solution import read_candidate
 from workbench.tasks import TARGETS, get_target
@@ -23,10 +23,13 @@ def eval_candidate(
     candidate: Annotated[
         Path, typer.Argument(help="A .cu kernel file, or a FlashInfer-Bench Solution JSON.")
     ],
-    task: Annotated[str | None, typer.Option("--task", help="Task name, or a Definition JSON path.")] = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="Task name or Definition JSON path (a Solution's own by default)."),
+    ] = None,
     target: Annotated[str, typer.Option("--target", help=f"One of: {', '.join(TARGETS)}.")] = "hopper",
     executor: Annotated[
-        str, typer.Option("--executor", help="Where to evaluate: static (no GPU).")
+        str, typer.Option("--executor", help=f"Where to evaluate: {', '.join(KNOWN)}.")
     ] = "static",
     workload: Annotated[str | None, typer.Option("--workload", help="Workload uuid or prefix.")] = None,
     compile_timeout: Annotated[
