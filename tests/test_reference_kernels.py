@@ -1,0 +1,69 @@
+"""The reference kernels (references/) through the real build and static tiers (nvcc, cuobjdump).
+
+They are the evaluator's positive controls on Hopper: each must build with the evaluator's command,
+spill nothing, and show the required instruction family in its own SASS. The ladder's first step
+(SIMT) is the negative control: it builds but has no wgmma, so the static tier must flag it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.build_support import needs_nvcc, session_cache
+from workbench.evaluate.executors import make_executor
+from workbench.evaluate.request import EvalRequest
+from workbench.evaluate.result import EvalResult, Status
+
+REFERENCES = Path(__file__).resolve().parent.parent / "references"
+
+# (file, task, instruction families its SASS must hold besides the required GMMA). The plain
+# attention files differ from their causal twins only in one #define, so the causal ones stand for both.
+HOPPER_REFERENCES = [
+    ("gemm/02_wgmma.cu", "gemm_n7168_k5120", set()),
+    ("gemm/03_tma_pipeline.cu", "gemm_n7168_k5120", {"TMA", "MBARRIER"}),
+    ("gemm/04_ws_persistent.cu", "gemm_n7168_k5120", {"TMA", "MBARRIER", "SETMAXNREG"}),
+    ("attention/mha_fwd_d128_causal.cu", "mha_with_lse_d128_causal", {"TMA", "MBARRIER", "SETMAXNREG"}),
+    ("attention/mha_bwd_d128_causal.cu", "mha_bwd_d128_causal", {"TMA", "MBARRIER", "SETMAXNREG", "BULK"}),
+]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return session_cache(tmp_path_factory)
+
+
+def evaluate(path: str, task: str, cache: Path) -> EvalResult:
+    executor = make_executor("static", cache)
+    request = EvalRequest(task=task, target="hopper", source=(REFERENCES / path).read_text())  # type: ignore[arg-type]
+    return asyncio.run(executor.evaluate(request, None))
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("path", "task", "families"), HOPPER_REFERENCES, ids=[p for p, _, _ in HOPPER_REFERENCES]
+)
+def test_reference_builds_without_spills_and_shows_hopper_instructions(
+    path: str, task: str, families: set[str], cache: Path
+) -> None:
+    result = evaluate(path, task, cache)
+    build, static = result.stages.build, result.stages.static
+    assert build.status == Status.passed, build.errors or build.compiler_output
+    assert build.resources, "ptxas reported no kernels"
+    for kernel in build.resources:
+        assert kernel.spill_stores_bytes == 0 and kernel.spill_loads_bytes == 0, kernel
+        assert kernel.stack_frame_bytes == 0, kernel
+    assert static.status == Status.passed
+    assert static.required_family == "GMMA" and static.required_present
+    missing = {f for f in families if static.families.get(f, 0) == 0}
+    assert not missing, f"families absent from the SASS: {missing} (have {static.families})"
+
+
+@needs_nvcc
+def test_simt_step_of_the_ladder_is_flagged_by_the_static_tier(cache: Path) -> None:
+    result = evaluate("gemm/01_simt.cu", "gemm_n7168_k5120", cache)
+    assert result.stages.build.status == Status.passed
+    assert result.stages.static.status == Status.static_missing_family
+    assert result.stages.static.opcodes.get("FFMA", 0) > 0
