@@ -68,6 +68,16 @@ def test_wgmma_kernel_passes_static_tiers_and_nothing_more(cache: Path) -> None:
 
 
 @needs_nvcc
+def test_second_evaluation_hits_the_build_cache(tmp_path: Path) -> None:
+    first = evaluate("mma_sync_gemm.cu", "hopper", tmp_path)
+    second = evaluate("mma_sync_gemm.cu", "hopper", tmp_path)
+    assert not first.stages.build.cache_hit and second.stages.build.cache_hit
+    assert second.stages.static == first.stages.static.model_copy(
+        update={"duration_s": second.stages.static.duration_s}
+    )
+
+
+@needs_nvcc
 def test_mma_sync_kernel_fails_static(cache: Path) -> None:
     result = evaluate("mma_sync_gemm.cu", "hopper", cache)
     assert result.status == Status.static_missing_family
