@@ -195,6 +195,8 @@ def full_result() -> EvalResult:
     )
     result.stages.dynamic = DynamicStage(
         status=Status.passed,
+        tool="ncu",
+        kernels=["(anonymous namespace)::gemm_wgmma(float const*)"],
         executed_families={"GMMA": 4096},
         required_executed=True,
         tensor_flops=5.0e11,
@@ -203,6 +205,8 @@ def full_result() -> EvalResult:
     )
     result.stages.timing = TimingStage(
         status=Status.passed,
+        method="cupti",
+        l2_flush_bytes=256 * 10**6,
         candidate=TimingStats(
             name="candidate", median_ms=1.25, p25_ms=1.2, p75_ms=1.3, min_ms=1.1, max_ms=1.4, iterations=50
         ),
@@ -227,6 +231,8 @@ def test_feedback_text_renders_every_tier() -> None:
     assert "GMMA 4,096" in text and "tensor-pipe FLOP share: 83.3%" in text
     assert "candidate median 1.25 ms [p25 1.2 ms, p75 1.3 ms]" in text and "cublas median 1 ms" in text
     assert "speedup vs cublas: 0.800x" in text and "SPEED OF LIGHT" in text
+    assert "kernels profiled with ncu: gemm_wgmma" in text
+    assert "cupti timestamps, 10 warm-up + 50 timed iterations, L2 flushed (256 MB)" in text
 
 
 def test_rich_verdict_renders_every_tier_and_keeps_brackets() -> None:

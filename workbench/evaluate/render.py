@@ -129,6 +129,10 @@ def correctness_lines(stage: CorrectnessStage) -> list[str]:
 
 def dynamic_lines(stage: DynamicStage) -> list[str]:
     lines: list[str] = []
+    if stage.kernels:
+        shown = ", ".join(short_kernel(k) for k in stage.kernels[:MAX_KERNELS])
+        more = f" (+{len(stage.kernels) - MAX_KERNELS} more)" if len(stage.kernels) > MAX_KERNELS else ""
+        lines.append(f"kernels profiled{f' with {stage.tool}' if stage.tool else ''}: {shown}{more}")
     if stage.executed_families:
         lines.append(
             "executed (predicate-true threads): "
@@ -150,6 +154,11 @@ def _stats(stats: TimingStats) -> str:
 
 def timing_lines(stage: TimingStage) -> list[str]:
     lines: list[str] = []
+    if stage.status != Status.not_run and stage.method:
+        flush = f", L2 flushed ({stage.l2_flush_bytes / 1e6:.0f} MB)" if stage.l2_flush_bytes else ""
+        lines.append(
+            f"{stage.method} timestamps, {stage.warmup} warm-up + {stage.iterations} timed iterations{flush}"
+        )
     if stage.candidate is not None:
         lines.append(_stats(stage.candidate))
     lines.extend(_stats(baseline) for baseline in stage.baselines)
