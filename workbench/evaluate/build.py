@@ -84,7 +84,8 @@ def _driver_linkable(nvcc: Path) -> bool:
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return re.search(r"\blibcuda\.so\b", listed) is not None
+    # `-lcuda` needs the unversioned libcuda.so; a driver with only libcuda.so.1 cannot be linked to.
+    return re.search(r"^\s*libcuda\.so\s", listed, re.MULTILINE) is not None
 
 
 def _real_nvcc(nvcc: Path) -> Path:
@@ -160,7 +161,7 @@ _PTXAS_WARNING = re.compile(r"^ptxas\b.*?\bwarning\s*:\s*(.*)$")
 _FRONTEND_WARNING = re.compile(r"^\S+\(\d+\): warning #?([\w-]*):?\s*(.*)$")
 _FUNCTION_IN_WARNING = re.compile(r"function '([^']+)'")
 
-# Verified on nvcc 13.0: C7504/C7508 ('setmaxnreg' ignored ...), C7511/C7514/C7520 (wgmma.mma_async
+# Verified on nvcc 13.0: C7504/C7508 ('setmaxnreg' ignored ...), C7511/C7512/C7514/C7520 (wgmma.mma_async
 # serialized due to ...), C7517/C7519 (warpgroup.wait/arrive injected by the compiler).
 _WARNING_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"setmaxnreg.*ignored", re.IGNORECASE), "setmaxnreg_ignored"),
