@@ -167,7 +167,6 @@ def _foreign_events(data: dict[str, Any], task: str, target: str) -> list[Event]
     for message in data["messages"]:
         role = message.get("role")
         timestamp = message.get("extra", {}).get("timestamp")
-        stamp = {"ts": float(timestamp)} if isinstance(timestamp, int | float) else {}
         if role == "exit":
             exit_status = message.get("extra", {}).get("exit_status") or exit_status
             continue
@@ -175,23 +174,21 @@ def _foreign_events(data: dict[str, Any], task: str, target: str) -> list[Event]
             turn += 1
         if role not in ("system", "user", "assistant", "tool"):
             continue
-        source = "model" if role == "assistant" else "workbench"
         cost = message.get("extra", {}).get("cost") if role == "assistant" else None
-        events.append(
-            Message(
-                turn=turn or None,
-                role="user" if role == "tool" else role,
-                content=_content(message),
-                source=source,
-                cost_usd=float(cost) if isinstance(cost, int | float) else None,
-                **stamp,
-            )
-        )
+        fields: dict[str, Any] = {
+            "turn": turn or None,
+            "role": "user" if role == "tool" else role,
+            "content": _content(message),
+            "source": "model" if role == "assistant" else "workbench",
+            "cost_usd": float(cost) if isinstance(cost, int | float) else None,
+        }
+        if isinstance(timestamp, int | float):
+            fields["ts"] = float(timestamp)
+        events.append(Message.model_validate(fields))
     if exit_status:
         reason = REASON.get(exit_status, "model_error")
-        events.append(
-            SessionEnd(turn=turn or None, reason=reason, note=f"imported exit status {exit_status}")
-        )  # type: ignore[arg-type]
+        note = f"imported exit status {exit_status}"
+        events.append(SessionEnd.model_validate({"turn": turn or None, "reason": reason, "note": note}))
     return events
 
 
