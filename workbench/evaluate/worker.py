@@ -237,6 +237,7 @@ class Session:
         base["tool"] = f"ncu {self.worker.ncu_version()}"
         assert self.profiler is not None and self.profiler_output is not None
         (self.workdir / "go").touch()
+        started = time.perf_counter()
         try:
             self.profiler.wait(timeout=self.timeouts["dynamic_s"])
         except subprocess.TimeoutExpired:
@@ -246,6 +247,7 @@ class Session:
                 "status": "timeout",
                 "message": f"the profiled call did not finish within {self.timeouts['dynamic_s']:g} s",
             }
+        waited_s = time.perf_counter() - started
         self.profiler_output.join()
         output = self.profiler_output.text()
         report = self.workdir / "profile.ncu-rep"
@@ -275,12 +277,17 @@ class Session:
         # ncu profiled only the module's own kernels (the --kernel-name filter): a foreign kernel's
         # tensor work can never count for the candidate here.
         launches = parse_raw_csv(imported.stdout)
+        read_s = time.perf_counter() - started - waited_s
         stage = dynamic_stage(
             launches,
             self.spec.get("families") or {},
             self.spec.get("required_family", ""),
             profile.get("flops") or self.spec.get("flops"),
             self.spec.get("target", ""),
+        )
+        # Where the tier's time goes (the profiled process starts while correctness runs).
+        stage["message"] += (
+            f" [ncu finished {waited_s:.1f} s after the go signal; report read in {read_s:.1f} s]"
         )
         return {**base, **stage}
 
