@@ -219,3 +219,41 @@ def test_decision_needs_a_source_exactly_for_edit_and_replace() -> None:
         Decision(action="edit")
     with pytest.raises(ValueError, match="takes no source"):
         Decision(action="run", source="x")
+
+
+async def test_a_stop_requested_while_the_turn_is_held_asks_no_model(
+    tmp_path: Path, build_cache: Path
+) -> None:
+    from agent_support import write_script
+
+    from workbench.agent.models import ScriptedModel
+
+    class StopWhileHeld:
+        agent: MiniPTXAgent
+
+        async def before_turn(self, turn: int) -> bool:
+            if turn == 2:
+                self.agent.request_stop()  # the person presses stop while the loop waits here
+            return True
+
+        async def review(self, turn: int, source: str) -> Decision:
+            return Decision.run(by="workbench")
+
+    approver = StopWhileHeld()
+    agent = MiniPTXAgent(
+        task="gemm_n7168_k5120",
+        target="hopper",
+        model=ScriptedModel(write_script(tmp_path / "s.json", ["no code"] * 3)),
+        executor=make_executor("static", build_cache),
+        out=tmp_path / "s.jsonl",
+        config=AgentConfig(turns=3, pack=False),
+        approver=approver,
+    )
+    approver.agent = agent
+    agent.record_control("pause")
+    items = [i async for i in agent.run()]
+    assert [m.turn for m in _of(items, Message) if m.role == "assistant"] == [1]
+    [control] = _of(items, Control)
+    assert (control.action, control.by) == ("pause", "human")
+    end = items[-1]
+    assert isinstance(end, SessionEnd) and (end.reason, end.turn) == ("stopped_by_person", 2)

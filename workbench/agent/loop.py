@@ -295,6 +295,7 @@ class MiniPTXAgent:
             raise _Ended("stopped_by_person", f"stopped before turn {turn}")
         for control in self._flush_controls(writer):
             yield control
+        self._check_stop(turn)  # a stop asked for while the approver held the turn: no model call
         pending, self._pending_user = self._pending_user, []
         for text in pending:
             yield self._write(writer, Message(turn=turn, role="user", content=text, source="human"))
