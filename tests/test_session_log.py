@@ -74,7 +74,7 @@ event_strategy = st.one_of(
 )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=st.lists(event_strategy, max_size=12))
 def test_round_trip(tmp_path_factory: pytest.TempPathFactory, events: list) -> None:
     path = tmp_path_factory.mktemp("rt") / "s.jsonl"
