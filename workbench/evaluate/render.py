@@ -216,6 +216,8 @@ def rich_verdict(result: EvalResult) -> RenderableType:
     from rich.text import Text
 
     title = f"{result.task} · {result.target} · executor {result.executor}"
+    if result.device:
+        title += f" · {result.device}"
     if result.workload_axes:
         title += " · " + ", ".join(f"{k}={v}" for k, v in result.workload_axes.items())
     table = Table(title=title, show_lines=True, expand=False)
