@@ -106,12 +106,12 @@ def parse_sass(text: str) -> SassDump:
     return dump
 
 
-def family_counts(opcodes: Mapping[str, int], fallbacks: bool = True) -> dict[str, int]:
-    """family -> instruction count, for every family with at least one instruction."""
+def family_counts(opcodes: Mapping[str, int]) -> dict[str, int]:
+    """family -> instruction count (fallback families included), for every family present."""
     counts: Counter[str] = Counter()
     for opcode, count in opcodes.items():
         family = _FAMILY_OF.get(opcode)
-        if family is not None and (fallbacks or family in FAMILIES):
+        if family is not None:
             counts[family] += count
     return dict(sorted(counts.items()))
 
@@ -130,7 +130,7 @@ def missing_family_message(required: str, opcodes: Mapping[str, int]) -> str:
             instead.append(f"{shown} ({FAMILY_DESCRIPTIONS[family]})")
     if instead:
         return f"{message}; it has instead: {'; '.join(instead)}"
-    return f"{message}; it has no tensor-core instruction at all"
+    return f"{message}; it has no instruction of any other family either (no tensor core at all)"
 
 
 @dataclass(frozen=True)
