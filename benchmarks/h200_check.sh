@@ -4,11 +4,13 @@
 #   2. the GPU tests of the evaluator (fault corpus through one worker, headline GEMM, SIMT control);
 #   3. the five headline reference kernels through `ptxwb eval --executor local` (all five tiers).
 # Run from the checkout root with the GPU wheels on PYTHONPATH; writes logs under $OUT.
+# `--references-only` runs step 3 alone.
 set -u
 out=${OUT:-/tmp/h200_check}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PTXWB_CACHE=/tmp/ptxwb-cache
-ptxwb() { python3 -c 'from workbench.cli.main import main; main()' "$@"; }
+# No console script on a bare host: the CLI through python (a command, so `timeout` can run it).
+ptxwb=(python3 -c 'from workbench.cli.main import main; main()')
 refs=(
   "references/gemm/04_ws_persistent.cu gemm_n7168_k5120"
   "references/attention/mha_fwd_d128.cu mha_with_lse_d128"
@@ -20,21 +22,24 @@ refs=(
 # Warm the build cache for the references in the background while the GPU runs the other steps.
 for ref in "${refs[@]}"; do
   read -r file task <<<"$ref"
-  ptxwb eval "$file" --task "$task" --executor static --json >/dev/null 2>&1 &
+  "${ptxwb[@]}" eval "$file" --task "$task" --executor static --json >/dev/null 2>&1 &
 done
+if [[ "${1:-}" == "--references-only" ]]; then wait; skip_early=1; else skip_early=0; fi
+if (( ! skip_early )); then
 echo "== pack programs" | tee -a "$out/summary.log"
-OUT=/tmp/pack_out timeout 150 bash tests/gpu/data/run_pack_programs.sh >"$out/pack_programs.log" 2>&1
+mkdir -p /tmp/pack_out; OUT=/tmp/pack_out timeout 150 bash tests/gpu/data/run_pack_programs.sh >"$out/pack_programs.log" 2>&1
 echo "pack programs exit $?" | tee -a "$out/summary.log"
 grep -E '^(==|PASS|FAIL)' "$out/pack_programs.log" | tee -a "$out/summary.log"
 echo "== evaluator GPU tests" | tee -a "$out/summary.log"
 timeout 260 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/gpu/test_gpu_eval.py >"$out/gpu_tests.log" 2>&1
 echo "gpu tests exit $?" | tee -a "$out/summary.log"
 grep -E 'PASSED|FAILED|ERROR|passed|failed' "$out/gpu_tests.log" | tail -25 | tee -a "$out/summary.log"
+fi
 wait
 echo "== references through ptxwb eval --executor local" | tee -a "$out/summary.log"
 for ref in "${refs[@]}"; do
   read -r file task <<<"$ref"
-  timeout 120 ptxwb eval "$file" --task "$task" --executor local --json >"$out/ref_$task.json" 2>>"$out/summary.log"
+  timeout 120 "${ptxwb[@]}" eval "$file" --task "$task" --executor local --json >"$out/ref_$task.json" 2>>"$out/summary.log"
   python3 - "$out/ref_$task.json" "$task" <<'PY' | tee -a "$out/summary.log"
 import json, sys
 try:
