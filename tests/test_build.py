@@ -170,3 +170,12 @@ def test_hidden_vendor_symbol_is_caught_at_the_link(cache: Path) -> None:
 )
 def test_allowed_imports(symbol: str, allowed: bool) -> None:
     assert bool(ALLOWED_IMPORT.search(symbol)) == allowed
+
+
+def test_ptxas_error_keeps_the_ptx_it_cites(cache: Path) -> None:
+    stage = build_kernel("wgmma_gemm.cu", "blackwell", cache)  # wgmma does not exist on sm_100a
+    assert stage.status == Status.compile_error
+    assert stage.errors[0].startswith("ptxas kernel.ptx, line ")
+    assert "wgmma" in stage.errors[0] and "sm_100a" in stage.errors[0]
+    assert stage.ptx_path and "wgmma.mma_async" in Path(stage.ptx_path).read_text()
+    assert stage.cubin_path is None and stage.library_path is None

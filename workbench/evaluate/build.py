@@ -31,7 +31,7 @@ from workbench.evaluate.sass import SASS_NAME, disassemble
 from workbench.evaluate.toolchain import find_tool
 from workbench.tasks.targets import Target
 
-CACHE_FORMAT = 2  # bump when the cache entry layout or the parsed report changes
+CACHE_FORMAT = 3  # bump when the cache entry layout or the parsed report changes
 SOURCE_NAME = "kernel.cu"
 LIBRARY_NAME = "kernel.so"
 PTX_NAME = "kernel.ptx"
@@ -292,7 +292,7 @@ def _trim(output: str) -> str:
 
 def _named_for_candidate(output: str, build_dir: Path) -> str:
     """Compiler messages as the candidate sees them: `kernel.cu(12): error …`, no temporary folder."""
-    return output.replace(f"{build_dir}/", "")
+    return output.replace(f"{build_dir}/", "").replace(f"keep/{PTX_NAME}", PTX_NAME)
 
 
 # ---------------------------------------------------------------- running nvcc
@@ -437,6 +437,9 @@ async def compile_source(
             stage.status = Status.compile_error
             stage.errors = first_errors(output) or [output.strip().splitlines()[-1] if output.strip() else ""]
             stage.message = f"nvcc failed (exit {run.returncode}): {stage.errors[0]}"
+            if (work / "keep" / PTX_NAME).is_file():  # ptxas rejected it: its errors cite PTX lines
+                (work / "keep" / PTX_NAME).replace(work / PTX_NAME)
+                stage.ptx_path = PTX_NAME
         else:
             for name, found in (
                 (PTX_NAME, work / "keep" / PTX_NAME),
