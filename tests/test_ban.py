@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from workbench.evaluate.ban import scan
 
@@ -87,3 +89,38 @@ def test_comment_markers_inside_strings_do_not_hide_code() -> None:
 def test_line_numbers_survive_block_comments_and_raw_strings() -> None:
     source = '/* one\ntwo\nthree */\nauto r = R"(a\nb)";\n#include <cudnn.h>\n'
     assert rules(source) == [(6, "cudnn")]
+
+
+SAFE_LINES = [
+    "int x = 1;",
+    "// cublasCreate(&h); in a line comment",
+    "/* cudnnCreate(&h); */ float y = 2.0f;",
+    'const char* s = "/* not a comment opener";',
+    'const char* t = "// not a comment either";',
+    "char q = '\\'';",
+    "int big = 1'000'000;",
+    "#include <cuda_bf16.h>",
+    'asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");',
+    "/* a block comment",
+    "   spanning lines with cutlass::gemm inside */",
+]
+
+
+@given(st.lists(st.sampled_from(SAFE_LINES), max_size=30), st.data())
+def test_a_banned_call_is_found_on_its_line_whatever_surrounds_it(
+    lines: list[str], data: st.DataObject
+) -> None:
+    # Keep block comments balanced: an opener is always followed by its closer.
+    text_lines: list[str] = []
+    for line in lines:
+        if line == SAFE_LINES[-1] and (not text_lines or text_lines[-1] != SAFE_LINES[-2]):
+            continue
+        if text_lines and text_lines[-1] == SAFE_LINES[-2] and line != SAFE_LINES[-1]:
+            text_lines.append(SAFE_LINES[-1])
+        text_lines.append(line)
+    if text_lines and text_lines[-1] == SAFE_LINES[-2]:
+        text_lines.append(SAFE_LINES[-1])
+    slots = [i for i in range(len(text_lines) + 1) if i == 0 or text_lines[i - 1] != SAFE_LINES[-2]]
+    where = data.draw(st.sampled_from(slots))
+    text_lines.insert(where, "cublasSgemm(handle);")
+    assert rules("\n".join(text_lines) + "\n") == [(where + 1, "cublas")]
