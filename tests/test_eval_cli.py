@@ -21,10 +21,12 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return session_cache(tmp_path_factory)
 
 
-def ptxwb(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+def ptxwb(*args: str, cache: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PTXWB_CACHE": str(cache)}
     command = [sys.executable, "-c", "from workbench.cli.main import main; main()", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, check=False)
+    return subprocess.run(
+        command, input=stdin, capture_output=True, text=True, env=env, timeout=600, check=False
+    )
 
 
 @needs_nvcc
@@ -50,6 +52,15 @@ def test_solution_json_is_accepted_and_its_definition_is_the_task(cache: Path) -
     assert done.returncode == 0, done.stderr
     result = EvalResult.model_validate(json.loads(done.stdout))
     assert result.task == TASK and result.stages.static.required_present
+
+
+@needs_nvcc
+def test_source_from_stdin_and_task_from_a_definition_path(cache: Path) -> None:
+    definition = Path(__file__).resolve().parent.parent / "tasks" / "definitions" / f"{TASK}.json"
+    source = (KERNELS / "wgmma_gemm.cu").read_text()
+    done = ptxwb("eval", "-", "--task", str(definition), "--feedback", cache=cache, stdin=source)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Verdict: not run") and "required GMMA: present" in done.stdout
 
 
 def test_banned_kernel_exits_1_without_compiling(tmp_path: Path) -> None:

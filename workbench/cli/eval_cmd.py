@@ -21,7 +21,10 @@ from workbench.tasks import TARGETS, get_target
 
 def eval_candidate(
     candidate: Annotated[
-        Path, typer.Argument(help="A .cu kernel file, or a FlashInfer-Bench Solution JSON.")
+        Path,
+        typer.Argument(
+            help="A .cu kernel file ('-' reads standard input), or a FlashInfer-Bench Solution JSON."
+        ),
     ],
     task: Annotated[
         str | None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -142,7 +143,9 @@ def load_solution(path: Path) -> Solution:
 
 
 def read_candidate(path: Path) -> tuple[str, Solution | None]:
-    """The candidate's source from a `.cu` file or a Solution JSON (with the Solution, if any)."""
+    """The candidate's source from a `.cu` file, `-` (standard input) or a Solution JSON (with the Solution)."""
+    if str(path) == "-":
+        return sys.stdin.read(), None
     if path.suffix == ".json":
         solution = load_solution(path)
         return solution_source(solution, str(path)), solution
