@@ -15,6 +15,7 @@ import typer
 from workbench.errors import UserError
 from workbench.evaluate.executors import KNOWN, make_executor
 from workbench.evaluate.request import EvalRequest
+from workbench.evaluate.result import EvalResult
 from workbench.evaluate.solution import read_candidate
 from workbench.tasks import TARGETS, get_target
 
@@ -53,7 +54,14 @@ def eval_candidate(
     request = EvalRequest(
         task=task_name, target=target, source=source, workload=workload, compile_timeout_s=compile_timeout
     )  # type: ignore[arg-type]
-    result = asyncio.run(runner.evaluate(request))
+
+    async def judge() -> EvalResult:
+        try:
+            return await runner.evaluate(request)
+        finally:
+            await runner.close()
+
+    result = asyncio.run(judge())
     if as_json:
         print(result.model_dump_json(indent=2))
     elif feedback:

@@ -148,6 +148,14 @@ class HeadlessView:
 
 
 async def drive_headless(agent: MiniPTXAgent, console: Console, spinner: bool = True) -> SessionEnd | None:
+    try:
+        return await _show(agent, console, spinner)
+    finally:
+        # The executor may hold a worker process; release it while the event loop still runs.
+        await agent.executor.close()
+
+
+async def _show(agent: MiniPTXAgent, console: Console, spinner: bool) -> SessionEnd | None:
     view = HeadlessView(console, agent.config.turns)
     if not spinner:
         async for item in agent.run():

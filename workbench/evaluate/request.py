@@ -46,3 +46,7 @@ class Executor(Protocol):
     name: str
 
     async def evaluate(self, request: EvalRequest, progress: ProgressCallback | None = None) -> EvalResult: ...
+
+    async def close(self) -> None:
+        """Release what the executor holds (a worker process); its owner calls it once, at the end."""
+        ...

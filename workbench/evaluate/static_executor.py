@@ -55,3 +55,6 @@ class StaticExecutor:
                 "build and static passed; correctness, dynamic and timing not run (static executor, no GPU)"
             )
         return result
+
+    async def close(self) -> None:
+        """Nothing to release: builds run as one-off nvcc processes."""
