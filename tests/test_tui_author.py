@@ -16,6 +16,7 @@ from workbench.session.log import read_session
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.drivers.author import AuthorDriver
 from workbench.tui.screens.session import SessionScreen
+from workbench.tui.widgets.code_pane import CodePane
 
 pytestmark = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
 
@@ -57,7 +58,7 @@ async def test_each_save_is_evaluated_and_recorded(
         kernel.write_text(simt_kernel())  # the person saves in their editor
         await until(pilot, lambda: verdict(2) is not None)
         assert verdict(2) == Status.static_missing_family
-        assert screen.query_one("#code-sass").document.lines  # the new build's SASS is shown
+        assert screen.query_one(CodePane).document("sass").lines  # the new build's SASS is shown
         await pilot.press("x")  # evaluate again now, unchanged
         await until(pilot, lambda: verdict(3) is not None)
     events = read_session(out).events

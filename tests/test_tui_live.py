@@ -21,6 +21,7 @@ from workbench.tui.app import WorkbenchApp
 from workbench.tui.drivers.live import LiveDriver, Pace, TuiHuman
 from workbench.tui.screens.dialogs import EditorScreen, PromptScreen
 from workbench.tui.screens.session import SessionScreen
+from workbench.tui.widgets.code_pane import CodePane
 from workbench.tui.widgets.cuda_editor import CudaEditor
 
 pytestmark = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
@@ -73,9 +74,9 @@ async def test_auto_runs_every_turn_and_shows_the_verdicts(tmp_path: Path, cache
         assert statuses == [Status.compile_error, Status.static_missing_family, Status.not_run]
         assert screen.view.turn(3).evaluation.stages.static.status == Status.passed  # type: ignore[union-attr]
         # The passing turn's SASS is the static tier's real listing, with the GMMA lines marked.
-        sass = screen.query_one("#code-sass").document
+        sass = screen.query_one(CodePane).document("sass")
         assert sass.family_counts()["GMMA"] >= 1
-        assert screen.query_one("#code-ptx").document.lines
+        assert screen.query_one(CodePane).document("ptx").lines
     assert [e.result.status for e in events(tmp_path) if isinstance(e, Evaluation)] == statuses
 
 

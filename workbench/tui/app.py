@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from textual.app import App
 from textual.command import Hit, Hits, Provider
@@ -43,7 +44,7 @@ def _runner(screen: Screen[object], action: str) -> Callable[[], object]:
 
 
 class WorkbenchApp(App[None]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses may live anywhere
     TITLE = "PTX Workbench"
     COMMANDS = App.COMMANDS | {SessionCommands}
     ENABLE_COMMAND_PALETTE = True

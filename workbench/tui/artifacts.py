@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from workbench.evaluate.result import EvalResult, Status
 from workbench.tui.document import CodeDocument
 from workbench.tui.model import TurnView
+
+DocumentMaker = Callable[[], CodeDocument]
 
 # nvcc: "kernel.cu(123): error: …"; clang-style: "kernel.cu:123:4: error: …".
 _ERROR_LINE = re.compile(r"(?:\((\d+)\)|:(\d+)(?::\d+)?):\s*(?:fatal\s+)?error", re.IGNORECASE)
@@ -65,21 +68,29 @@ class ArtifactCache:
             self._documents[key] = found
         return found
 
-    def documents(self, turn: TurnView, previous_source: str | None, target: str) -> dict[str, CodeDocument]:
+    def documents(self, turn: TurnView, previous_source: str | None, target: str) -> dict[str, DocumentMaker]:
+        """Makers of the four tabs' documents: the code pane builds a tab's when it is shown."""
         result = turn.evaluation
         candidate = turn.candidate
-        if candidate is None:
-            cuda = CodeDocument.missing("no candidate yet in this turn")
-        else:
-            cuda = CodeDocument.from_text(candidate.source, "cuda", target)
         ptx_path = result.stages.build.ptx_path if result else None
         sass_path = result.stages.static.sass_path if result else None
+
+        def cuda() -> CodeDocument:
+            if candidate is None:
+                return CodeDocument.missing("no candidate yet in this turn")
+            return CodeDocument.from_text(candidate.source, "cuda", target)
+
         return {
             "cuda": cuda,
-            "ptx": self.listing(ptx_path, "ptx", target, "PTX", result),
-            "sass": self.listing(sass_path, "sass", target, "SASS", result),
-            "diff": diff_document(turn, previous_source),
+            "ptx": lambda: self.listing(ptx_path, "ptx", target, "PTX", result),
+            "sass": lambda: self.listing(sass_path, "sass", target, "SASS", result),
+            "diff": lambda: diff_document(turn, previous_source),
         }
+
+    def prefetch(self, result: EvalResult, target: str) -> None:
+        """Parse a verdict's PTX and SASS ahead of time (from a worker thread), so showing them is instant."""
+        self.listing(result.stages.build.ptx_path, "ptx", target, "PTX", result)
+        self.listing(result.stages.static.sass_path, "sass", target, "SASS", result)
 
 
 def diff_document(turn: TurnView, previous_source: str | None) -> CodeDocument:

@@ -9,17 +9,30 @@ from dataclasses import dataclass, field
 from workbench.tui.families import TAGS, mark_lines
 
 # cuobjdump prints each instruction's encoding as a trailing comment and a second comment-only
-# line; the pane shows the instruction, so both go, and the deep indentation with them.
-_SASS_ENCODING_LINE = re.compile(r"^[ \t]*/\*[ \t]*0x[0-9a-fA-F]+[ \t]*\*/[ \t]*\n", re.MULTILINE)
-_SASS_ENCODING_TAIL = re.compile(r"[ \t]*/\*[ \t]*0x[0-9a-fA-F]+[ \t]*\*/[ \t]*$", re.MULTILINE)
-_SASS_ADDRESS = re.compile(r"^[ \t]+(/\*[0-9a-fA-F]{4,}\*/)[ \t]+(@!?U?P[0-7T][ \t]+)?", re.MULTILINE)
+# line; the pane shows the instruction, so both go, and the deep indentation with them. Dropping the
+# comment-only lines is done up front (it decides the line count); the rest, line by line, when a
+# line is first shown, so a 20k-instruction listing opens at once.
+_SASS_ENCODING_ONLY = re.compile(r"\n[ \t]*/\*[ \t]*0x[0-9a-fA-F]+[ \t]*\*/[ \t]*(?=\n)")
+_SASS_ENCODING_TAIL = re.compile(r"[ \t]*/\*[ \t]*0x[0-9a-fA-F]+[ \t]*\*/[ \t]*$")
+_SASS_ADDRESS = re.compile(r"^[ \t]+(/\*[0-9a-fA-F]{4,}\*/)[ \t]+(@!?U?P[0-7T][ \t]+)?")
+
+
+def without_encodings(text: str) -> str:
+    """The listing without its encoding-only lines."""
+    return _SASS_ENCODING_ONLY.sub("", text)
+
+
+def compact_sass_line(line: str) -> str:
+    line = _SASS_ENCODING_TAIL.sub("", line).expandtabs(4)
+    match = _SASS_ADDRESS.match(line)
+    if match is None:
+        return line.rstrip()
+    # Address, then the predicate in a column of its own so the opcodes line up.
+    return f"  {match.group(1)} {(match.group(2) or '').strip():>6} {line[match.end() :].rstrip()}"
 
 
 def compact_sass(text: str) -> str:
-    text = _SASS_ENCODING_LINE.sub("", text)
-    text = _SASS_ENCODING_TAIL.sub("", text)
-    # Address, then the predicate in a column of its own so the opcodes line up.
-    return _SASS_ADDRESS.sub(lambda m: f"  {m.group(1)} {(m.group(2) or '').strip():>6} ", text)
+    return "\n".join(compact_sass_line(line) for line in without_encodings(text).split("\n"))
 
 
 @dataclass
@@ -31,17 +44,41 @@ class CodeDocument:
     marks: dict[int, str] = field(default_factory=dict)
     unavailable: str = ""
     width: int = 0
+    _shown: dict[int, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_text(cls, text: str, language: str, target: str = "") -> CodeDocument:
-        text = text.expandtabs(4)
         if language == "sass":
-            text = compact_sass(text)
+            text = without_encodings(text)  # tabs too are expanded line by line, when shown
+        else:
+            text = text.expandtabs(4)
+        marks = mark_lines(text, language, target) if target else {}
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        marks = mark_lines(text, language, target) if target else {}
-        return cls(language, lines, marks, width=max(map(len, lines), default=0))
+        document = cls(language, lines, marks)
+        document.width = document._widest()
+        return document
+
+    def _widest(self) -> int:
+        if not self.lines:
+            return 0
+        if self.language != "sass":
+            return max(map(len, self.lines))
+        # Instruction lines shrink by about the same amount when compacted: measure the longest one
+        # compacted; the few other lines (headers) as they are.
+        longest = max(range(len(self.lines)), key=lambda i: len(self.lines[i]))
+        others = (len(line.expandtabs(4)) for line in self.lines if "/*" not in line[:24])
+        return max(len(self.line(longest)), max(others, default=0)) + 1
+
+    def line(self, index: int) -> str:
+        """Line `index` as shown (a SASS line compacted the first time it is asked for)."""
+        if self.language != "sass":
+            return self.lines[index]
+        shown = self._shown.get(index)
+        if shown is None:
+            shown = self._shown[index] = compact_sass_line(self.lines[index])
+        return shown
 
     @classmethod
     def missing(cls, reason: str) -> CodeDocument:

@@ -50,6 +50,18 @@ def families_for(target: str) -> tuple[str, ...]:
     return TARGET_FAMILIES.get(target, ())
 
 
+# Literal text every line of a family holds: found with str.find across the whole listing (fast),
+# then only the lines found are matched against the family patterns.
+_PTX_NEEDLES = (
+    "wgmma.mma_async",
+    "cp.async.bulk",
+    "cp.reduce.async.bulk",
+    "mbarrier.",
+    "setmaxnreg.",
+    "tcgen05.",
+)
+
+
 @cache
 def _pattern(language: str, target: str) -> re.Pattern[str] | None:
     families = families_for(target)
@@ -67,18 +79,33 @@ def _pattern(language: str, target: str) -> re.Pattern[str] | None:
     return None
 
 
+def _needles(language: str, target: str) -> tuple[str, ...]:
+    if language == "sass":
+        return tuple(op for family in families_for(target) for op in FAMILIES[family])
+    return _PTX_NEEDLES
+
+
 def mark_lines(text: str, language: str, target: str) -> dict[int, str]:
     """0-based line number -> family, for every line holding one of the target's family instructions."""
     pattern = _pattern(language, target)
     if pattern is None:
         return {}
+    found: dict[int, int] = {}  # line -> its start offset
+    for needle in _needles(language, target):
+        position = text.find(needle)
+        while position >= 0:
+            start = text.rfind("\n", 0, position) + 1
+            found.setdefault(start, 0)
+            end = text.find("\n", position)
+            position = -1 if end < 0 else text.find(needle, end)
     marks: dict[int, str] = {}
     line = 0
-    position = 0
-    for match in pattern.finditer(text):
-        line += text.count("\n", position, match.start())
-        position = match.start()
-        family = match.lastgroup
-        if family is not None:
-            marks.setdefault(line, family)
+    counted = 0
+    for start in sorted(found):
+        line += text.count("\n", counted, start)
+        counted = start
+        end = text.find("\n", start)
+        match = pattern.match(text, start, end if end >= 0 else len(text))
+        if match is not None and match.lastgroup is not None:
+            marks[line] = match.lastgroup
     return marks

@@ -27,6 +27,7 @@ from textual.widgets import Footer
 from workbench.agent.extract import extract_kernel
 from workbench.agent.prompts import template
 from workbench.errors import UserError
+from workbench.evaluate.result import EvalResult
 from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
 from workbench.session.log import fork_session
 from workbench.tui import keymap
@@ -150,6 +151,7 @@ class SessionScreen(Screen[None]):
             self._show_turn()
         if isinstance(event, Evaluation):
             self.query_one(TimingPane).show(self.view, self.shown_turn)
+            self._prefetch(event.result)
         if isinstance(event, SessionEnd):
             self.refresh_bindings()
         self._refresh_header()
@@ -164,6 +166,10 @@ class SessionScreen(Screen[None]):
         self._show_turn()
         self.query_one(TimingPane).show(self.view, self.shown_turn)
         self._refresh_header()
+
+    @work(name="prefetch", group="prefetch", thread=True)
+    def _prefetch(self, result: EvalResult) -> None:
+        self.artifacts.prefetch(result, self.target)
 
     def state_changed(self) -> None:
         self._refresh_header()

@@ -6,6 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label, TabbedContent, TabPane
 
+from workbench.tui.artifacts import DocumentMaker
 from workbench.tui.document import CodeDocument
 from workbench.tui.widgets.code_view import CodeView
 
@@ -27,10 +28,28 @@ class CodePane(Vertical):
                     yield Label("", classes="summary", id=f"summary-{key}")
                     yield CodeView(id=f"code-{key}")
 
-    def show(self, documents: dict[str, CodeDocument], *, keep_position: bool = False) -> None:
-        for key, document in documents.items():
-            self.query_one(f"#code-{key}", CodeView).show(document, keep_position=keep_position)
-            self.query_one(f"#summary-{key}", Label).update(self._summary(key, document))
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._pending: dict[str, DocumentMaker] = {}
+        self._keep_position = False
+
+    def show(self, documents: dict[str, DocumentMaker], *, keep_position: bool = False) -> None:
+        """Show a turn: the visible tab's document now, the others when their tab is opened."""
+        self._pending = dict(documents)
+        self._keep_position = keep_position
+        self._build(self.active)
+
+    def _build(self, key: str) -> None:
+        maker = self._pending.pop(key, None)
+        if maker is None:
+            return
+        document = maker()
+        self.view(key).show(document, keep_position=self._keep_position)
+        self.query_one(f"#summary-{key}", Label).update(self._summary(key, document))
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id:
+            self._build(event.pane.id.removeprefix("tab-"))
 
     @staticmethod
     def _summary(key: str, document: CodeDocument) -> str:
@@ -42,6 +61,7 @@ class CodePane(Vertical):
         return (self.query_one(TabbedContent).active or "tab-cuda").removeprefix("tab-")
 
     def activate(self, key: str) -> None:
+        self._build(key)
         self.query_one(TabbedContent).active = f"tab-{key}"
         self.view(key).focus()
 
@@ -49,4 +69,5 @@ class CodePane(Vertical):
         return self.query_one(f"#code-{key}", CodeView)
 
     def document(self, key: str) -> CodeDocument:
+        self._build(key)
         return self.view(key).document

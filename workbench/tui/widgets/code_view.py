@@ -131,7 +131,7 @@ class CodeView(ScrollView, can_focus=True):
         doc = self.document
         styles = self._token_styles()
         if doc.language in LINE_ORIENTED:
-            text = highlight_line(doc.lines[index], doc.language, styles)
+            text = highlight_line(doc.line(index), doc.language, styles)
         else:
             if self._whole is None:
                 self._whole = highlight_whole("\n".join(doc.lines), doc.language, styles)

@@ -6,13 +6,16 @@ their markdown is only parsed when opened.
 
 from __future__ import annotations
 
+from rich.markdown import Markdown as RichMarkdown
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Collapsible, Label, Markdown
+from textual.timer import Timer
+from textual.widgets import Collapsible, Label, Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
 from workbench.session.events import Message
 
+FLUSH_HZ = 20
 LONG_LINES = 40
 LONG_CHARS = 4000
 
@@ -42,6 +45,23 @@ def summary_line(content: str) -> str:
     return f"{first[:60]}{'…' if len(first) > 60 else ''}  ({lines:,} lines)"
 
 
+class MessageText(Static):
+    """A finished message: one widget (Rich's markdown), far lighter to lay out than a Markdown tree."""
+
+    DEFAULT_CSS = """
+    MessageText { padding: 0 1; }
+    """
+
+    def __init__(self, content: str) -> None:
+        super().__init__()
+        self.content = content
+
+    def on_mount(self) -> None:
+        self.update(
+            RichMarkdown(self.content, code_theme="monokai" if self.app.current_theme.dark else "friendly")
+        )
+
+
 class LazyMarkdown(Collapsible):
     """A collapsed message whose markdown is built the first time it is opened."""
 
@@ -53,7 +73,7 @@ class LazyMarkdown(Collapsible):
     def on_collapsible_expanded(self, event: Collapsible.Expanded) -> None:
         if event.collapsible is self and not self._built:
             self._built = True
-            self.query_one(Collapsible.Contents).mount(Markdown(self._content))
+            self.query_one(Collapsible.Contents).mount(MessageText(self._content))
 
 
 class MessageBlock(Vertical):
@@ -72,7 +92,8 @@ class MessageBlock(Vertical):
         self.message = message
         self.turn = message.turn if message else turn
         self._stream: MarkdownStream | None = None
-        self._streamed: list[str] = []
+        self._pending: list[str] = []
+        self._flush_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         if self.message is None:
@@ -83,27 +104,46 @@ class MessageBlock(Vertical):
         if is_long(self.message.content):
             yield LazyMarkdown(self.message.content)
         else:
-            yield Markdown(self.message.content)
+            yield MessageText(self.message.content)
 
     @property
     def streaming(self) -> bool:
         return self.message is None
 
     async def write(self, delta: str) -> None:
+        """Queue a piece of the answer; pieces go to the markdown stream at most FLUSH_HZ times a second.
+
+        Tokens can arrive far faster than markdown can be laid out; sending each one would keep the
+        stream busy re-parsing (and the screen behind) long after the model finished.
+        """
+        self._pending.append(delta)
+        if self._flush_timer is None:
+            self._flush_timer = self.set_timer(1 / FLUSH_HZ, self._flush)
+
+    async def _flush(self) -> None:
+        self._flush_timer = None
+        if not self._pending:
+            return
+        text = "".join(self._pending)
+        self._pending.clear()
         if self._stream is None:
             self._stream = Markdown.get_stream(self.query_one(Markdown))
-        self._streamed.append(delta)
-        await self._stream.write(delta)
+        await self._stream.write(text)
 
     async def finish(self, message: Message) -> None:
         """The whole message arrived: stop streaming; the recorded text wins over the deltas."""
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        self._pending.clear()
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
         self.message = message
         self.query_one(".title", Label).update(message_title(message))
-        if "".join(self._streamed) != message.content:
-            await self.query_one(Markdown).update(message.content)
+        # Done streaming: the recorded text replaces the live markdown with the light widget.
+        await self.query_one(Markdown).remove()
+        await self.mount(MessageText(message.content))
 
 
 class ConversationPane(VerticalScroll):

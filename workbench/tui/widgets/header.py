@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 from workbench.tui.model import SessionView
 
@@ -75,10 +75,20 @@ def render_header(view: SessionView, facts: HeaderFacts) -> Text:
     return text
 
 
-class SessionHeader(Static):
+class SessionHeader(Widget):
+    """Two fixed lines: updating them repaints the header alone, never the screen's layout."""
+
     DEFAULT_CSS = """
     SessionHeader { height: 2; background: $panel; color: $text; }
     """
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._text = Text(" PTX Workbench ", style="bold reverse")
+
+    def render(self) -> Text:
+        return self._text
+
     def show(self, view: SessionView, facts: HeaderFacts) -> None:
-        self.update(render_header(view, facts))
+        self._text = render_header(view, facts)
+        self.refresh()

@@ -50,8 +50,20 @@ class TimingPane(Vertical):
             yield Label("speedup trend: no timed turn yet", id="trend-caption")
             yield Sparkline([], id="trend")
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._shown: tuple[object, ...] = ()
+
     def show(self, view: SessionView, selected: int | None) -> None:
         table = self.query_one(DataTable)
+        key = tuple((n, id(t.evaluation), t.candidate is not None) for n, t in sorted(view.turns.items()))
+        if key != self._shown:
+            self._shown = key
+            self._rebuild(view, table)
+        if selected is not None and str(selected) in table.rows:
+            table.move_cursor(row=table.get_row_index(str(selected)), animate=False)
+
+    def _rebuild(self, view: SessionView, table: DataTable[object]) -> None:
         baselines: list[str] = []
         for turn in view.turns.values():
             timing = turn.evaluation.stages.timing if turn.evaluation else None
@@ -91,8 +103,6 @@ class TimingPane(Vertical):
                         f"{baseline.median_ms:.4g}",
                     ]
             table.add_row(*row, key=str(number))
-        if selected is not None and str(selected) in table.rows:
-            table.move_cursor(row=table.get_row_index(str(selected)), animate=False)
         speedups = [t.speedup or 0.0 for _, t in sorted(view.turns.items()) if t.evaluation is not None]
         self.query_one(Sparkline).data = speedups
         self.query_one("#trend-caption", Label).update(trend_caption(view))
