@@ -88,6 +88,9 @@ async def test_step_waits_before_the_turn_and_before_the_evaluation(tmp_path: Pa
         await pilot.press("s")
         await until(pilot, lambda: driver.state == "awaiting approval")
         assert driver.approver.source is not None and "no_such_identifier" in driver.approver.source
+        # The candidate under review is in the code pane before it is run.
+        shown = app.screen.query_one(CodePane).document("cuda").lines
+        assert any("no_such_identifier" in line for line in shown)
         await pilot.press("r")
         await until(
             pilot,

@@ -68,23 +68,28 @@ class ArtifactCache:
             self._documents[key] = found
         return found
 
-    def documents(self, turn: TurnView, previous_source: str | None, target: str) -> dict[str, DocumentMaker]:
-        """Makers of the four tabs' documents: the code pane builds a tab's when it is shown."""
+    def documents(
+        self, turn: TurnView, previous_source: str | None, target: str, pending: str | None = None
+    ) -> dict[str, DocumentMaker]:
+        """Makers of the four tabs' documents: the code pane builds a tab's when it is shown.
+
+        `pending`: a candidate waiting for the person's review (not yet an event of the turn).
+        """
         result = turn.evaluation
-        candidate = turn.candidate
+        source = turn.candidate.source if turn.candidate else pending
         ptx_path = result.stages.build.ptx_path if result else None
         sass_path = result.stages.static.sass_path if result else None
 
         def cuda() -> CodeDocument:
-            if candidate is None:
+            if source is None:
                 return CodeDocument.missing("no candidate yet in this turn")
-            return CodeDocument.from_text(candidate.source, "cuda", target)
+            return CodeDocument.from_text(source, "cuda", target)
 
         return {
             "cuda": cuda,
             "ptx": lambda: self.listing(ptx_path, "ptx", target, "PTX", result),
             "sass": lambda: self.listing(sass_path, "sass", target, "SASS", result),
-            "diff": lambda: diff_document(turn, previous_source),
+            "diff": lambda: diff_document(turn.number, source, previous_source),
         }
 
     def prefetch(self, result: EvalResult, target: str) -> None:
@@ -93,16 +98,16 @@ class ArtifactCache:
         self.listing(result.stages.static.sass_path, "sass", target, "SASS", result)
 
 
-def diff_document(turn: TurnView, previous_source: str | None) -> CodeDocument:
-    if turn.candidate is None:
+def diff_document(number: int, source: str | None, previous_source: str | None) -> CodeDocument:
+    if source is None:
         return CodeDocument.missing("no candidate yet in this turn")
     if previous_source is None:
         return CodeDocument.missing("the first candidate: nothing earlier to compare with")
     lines = difflib.unified_diff(
         previous_source.splitlines(),
-        turn.candidate.source.splitlines(),
+        source.splitlines(),
         "previous turn",
-        f"turn {turn.number}",
+        f"turn {number}",
         lineterm="",
     )
     text = "\n".join(lines)

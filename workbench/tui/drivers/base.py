@@ -49,6 +49,10 @@ class Driver:
         """The turn being prepared before any of its events exist (the header's n of n/N)."""
         return None
 
+    def pending_source(self, turn: int) -> str | None:
+        """A candidate of `turn` waiting for the person's review, not yet a session event."""
+        return None
+
     async def run(self, sink: Sink) -> None:
         raise NotImplementedError
 

@@ -176,6 +176,9 @@ class LiveDriver(Driver):
             return self.approver.waiting == "review"
         return action in {"toggle_pause", "step", "auto", "stop", "message", "fork"}
 
+    def pending_source(self, turn: int) -> str | None:
+        return self.approver.source if self.approver.turn == turn else None
+
     async def run(self, sink: Sink) -> None:
         self._sink = sink
         async for item in self.agent.run():

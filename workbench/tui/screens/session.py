@@ -174,6 +174,7 @@ class SessionScreen(Screen[None]):
     def state_changed(self) -> None:
         self._refresh_header()
         self.refresh_bindings()
+        self._show_turn()  # e.g. a candidate now waiting for review
         # The `human` model's turn: open the editor for the person's kernel (once).
         driver = self.driver
         if (
@@ -187,11 +188,14 @@ class SessionScreen(Screen[None]):
     # --- rendering -------------------------------------------------------------------------------
 
     def _refresh_header(self) -> None:
+        driver = self.driver
         facts = HeaderFacts(
-            state=self.driver.state,
-            mode=self.driver.mode,
+            state=driver.state,
+            mode=driver.mode,
             selected_turn=self.selected,
-            speed=self.driver.speed,
+            speed=driver.speed,
+            hint=driver.hint,
+            next_turn=driver.next_turn,
         )
         self.query_one(SessionHeader).show(self.view, facts)
 
@@ -203,16 +207,19 @@ class SessionScreen(Screen[None]):
             verdict.show(None)
             return
         turn = self.view.turn(number)
+        pending = self.driver.pending_source(number) if turn.candidate is None else None
         key = (
             number,
-            turn.candidate.sha256 if turn.candidate else None,
+            turn.candidate.sha256 if turn.candidate else pending,
             id(turn.evaluation),
             self.target,
         )
         if key != self._shown_key:
             same_turn = self._shown_key is not None and self._shown_key[0] == number
-            documents = self.artifacts.documents(turn, self.view.previous_source(number), self.target)
-            code.show(documents, keep_position=same_turn)
+            previous = self.view.previous_source(number)
+            documents = self.artifacts.documents(turn, previous, self.target, pending)
+            error = first_error_line(turn.evaluation)
+            code.show(documents, keep_position=same_turn, error_line=error - 1 if error else None)
             self._shown_key = key
         verdict.show(turn.evaluation, turn.progress)
 

@@ -33,11 +33,23 @@ class CodePane(Vertical):
         self._pending: dict[str, DocumentMaker] = {}
         self._keep_position = False
 
-    def show(self, documents: dict[str, DocumentMaker], *, keep_position: bool = False) -> None:
-        """Show a turn: the visible tab's document now, the others when their tab is opened."""
+    def show(
+        self,
+        documents: dict[str, DocumentMaker],
+        *,
+        keep_position: bool = False,
+        error_line: int | None = None,
+    ) -> None:
+        """Show a turn: the visible tab's document now, the others when their tab is opened.
+
+        `error_line` (0-based) puts the CUDA view's cursor on the first compiler error.
+        """
         self._pending = dict(documents)
         self._keep_position = keep_position
         self._build(self.active)
+        if error_line is not None:
+            self._build("cuda")
+            self.view("cuda").goto_line(error_line)
 
     def _build(self, key: str) -> None:
         maker = self._pending.pop(key, None)

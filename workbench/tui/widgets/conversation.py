@@ -7,6 +7,7 @@ their markdown is only parsed when opened.
 from __future__ import annotations
 
 from rich.markdown import Markdown as RichMarkdown
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.timer import Timer
@@ -52,28 +53,32 @@ class MessageText(Static):
     MessageText { padding: 0 1; }
     """
 
-    def __init__(self, content: str) -> None:
+    def __init__(self, content: str, *, plain: bool = False) -> None:
         super().__init__()
         self.content = content
+        self.plain = plain
 
     def on_mount(self) -> None:
-        self.update(
-            RichMarkdown(self.content, code_theme="monokai" if self.app.current_theme.dark else "friendly")
-        )
+        if self.plain:
+            self.update(Text(self.content))
+        else:
+            code_theme = "monokai" if self.app.current_theme.dark else "friendly"
+            self.update(RichMarkdown(self.content, code_theme=code_theme))
 
 
 class LazyMarkdown(Collapsible):
     """A collapsed message whose markdown is built the first time it is opened."""
 
-    def __init__(self, content: str) -> None:
+    def __init__(self, content: str, *, plain: bool = False) -> None:
         super().__init__(title=summary_line(content), collapsed=True)
         self._content = content
+        self._plain = plain
         self._built = False
 
     def on_collapsible_expanded(self, event: Collapsible.Expanded) -> None:
         if event.collapsible is self and not self._built:
             self._built = True
-            self.query_one(Collapsible.Contents).mount(MessageText(self._content))
+            self.query_one(Collapsible.Contents).mount(MessageText(self._content, plain=self._plain))
 
 
 class MessageBlock(Vertical):
@@ -84,7 +89,7 @@ class MessageBlock(Vertical):
     MessageBlock.-user > .title { color: $secondary; }
     MessageBlock Markdown { margin: 0; padding: 0 1; }
     MessageBlock MarkdownBlock:last-child { margin-bottom: 0; }
-    MessageBlock Collapsible { padding-bottom: 0; }
+    MessageBlock Collapsible { padding-bottom: 0; border-top: none; }
     """
 
     def __init__(self, message: Message | None, *, role: str = "assistant", turn: int | None = None) -> None:
@@ -101,10 +106,12 @@ class MessageBlock(Vertical):
             yield Markdown("")
             return
         yield Label(message_title(self.message), classes="title")
+        # The workbench's feedback on a turn is laid out in lines, not markdown paragraphs.
+        plain = self.message.source == "workbench" and self.message.turn is not None
         if is_long(self.message.content):
-            yield LazyMarkdown(self.message.content)
+            yield LazyMarkdown(self.message.content, plain=plain)
         else:
-            yield MessageText(self.message.content)
+            yield MessageText(self.message.content, plain=plain)
 
     @property
     def streaming(self) -> bool:
@@ -122,7 +129,7 @@ class MessageBlock(Vertical):
 
     async def _flush(self) -> None:
         self._flush_timer = None
-        if not self._pending:
+        if not self._pending or self.message is not None:  # nothing to send, or already finished
             return
         text = "".join(self._pending)
         self._pending.clear()
@@ -141,9 +148,12 @@ class MessageBlock(Vertical):
             self._stream = None
         self.message = message
         self.query_one(".title", Label).update(message_title(message))
-        # Done streaming: the recorded text replaces the live markdown with the light widget.
+        # Done streaming: the recorded text replaces the live markdown with the light widget; a long
+        # answer (its kernel is in the code pane) folds away.
         await self.query_one(Markdown).remove()
-        await self.mount(MessageText(message.content))
+        await self.mount(
+            LazyMarkdown(message.content) if is_long(message.content) else MessageText(message.content)
+        )
 
 
 class ConversationPane(VerticalScroll):

@@ -71,12 +71,13 @@ class TimingPane(Vertical):
                 if baseline.name not in baselines:
                     baselines.append(baseline.name)
         table.clear(columns=True)
-        table.add_column("turn", key="turn")
-        table.add_column("verdict", key="verdict")
-        table.add_column("ms", key="ms")
+        # Fixed widths: the table reads the same however its rows arrived.
+        table.add_column("turn", key="turn", width=4)
+        table.add_column("verdict", key="verdict", width=23)
+        table.add_column("ms", key="ms", width=13)
         for name in baselines:
-            table.add_column(f"× {name}", key=f"{name}-x")
-            table.add_column(f"{name} ms", key=f"{name}-ms")
+            table.add_column(f"× {name}", key=f"{name}-x", width=max(7, len(name) + 2))
+            table.add_column(f"{name} ms", key=f"{name}-ms", width=max(8, len(name) + 3))
         for number, turn in sorted(view.turns.items()):
             result = turn.evaluation
             if result is None:

@@ -72,7 +72,7 @@ def static_evidence(result: EvalResult) -> str:
     family = static.required_family or "?"
     count = static.families.get(family, 0)
     if static.required_present:
-        return f"{family} present ({count} instructions)"
+        return f"{family} present ({count} instruction{'' if count == 1 else 's'})"
     return static.message or f"required {family} missing from the SASS"
 
 

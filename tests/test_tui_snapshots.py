@@ -1,0 +1,79 @@
+"""Snapshots of the key screens (pytest-textual-snapshot; Textual is pinned exactly).
+
+The session is the synthetic test session replayed instantly; its SASS is the probe kernel's real
+cuobjdump listing kept under tests/data/tui. Nothing on these screens reads the wall clock.
+Regenerate after an intended change with `pytest tests/test_tui_snapshots.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import tui_synthetic
+from textual.pilot import Pilot
+
+from workbench.session.log import read_session
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.drivers.replay import ReplayDriver
+
+DATA = Path(__file__).resolve().parent / "data" / "tui"
+
+
+async def instant(_: float) -> None:
+    await asyncio.sleep(0)
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> tuple[WorkbenchApp, ReplayDriver]:
+    session = tui_synthetic.events(4, sass=DATA / "families_probe.sm_90a.sass")
+    path = tui_synthetic.write(tmp_path / "session.jsonl", session)
+    driver = ReplayDriver(read_session(path), speed=100.0, sleep=instant)
+    return WorkbenchApp.for_driver(driver, theme="textual-dark"), driver
+
+
+async def settle(pilot: Pilot[None]) -> None:
+    """Let mounts, layout, scrolling and background parses finish before the picture is taken."""
+    for _ in range(5):
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause()
+
+
+def played(driver: ReplayDriver, *keys: str):  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot[None]) -> None:
+        for _ in range(2000):
+            if driver.state == "ended":
+                break
+            await pilot.pause()
+        await settle(pilot)
+        await pilot.press(*keys)
+        await settle(pilot)
+
+    return run_before
+
+
+def test_session_wide(app, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    application, driver = app
+    assert snap_compare(application, terminal_size=(140, 44), run_before=played(driver))
+
+
+def test_session_80x24(app, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    application, driver = app
+    assert snap_compare(application, terminal_size=(80, 24), run_before=played(driver))
+
+
+def test_sass_with_marked_lines(app, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    application, driver = app
+    assert snap_compare(application, terminal_size=(140, 44), run_before=played(driver, "3", "n"))
+
+
+def test_compile_error_turn(app, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    application, driver = app
+    keys = ("left_square_bracket",) * 3 + ("g",)
+    assert snap_compare(application, terminal_size=(140, 44), run_before=played(driver, *keys))
+
+
+def test_help_screen(app, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    application, driver = app
+    assert snap_compare(application, terminal_size=(100, 40), run_before=played(driver, "question_mark"))
