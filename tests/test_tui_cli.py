@@ -25,7 +25,9 @@ PTXWB = Path(sys.executable).parent / "ptxwb"
 
 def ptxwb(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **({"PTXWB_HOME": str(home)} if home else {})}
-    return subprocess.run([str(PTXWB), *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [str(PTXWB), *args], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
 
 
 def one_line_error(done: subprocess.CompletedProcess[str], words: str) -> None:

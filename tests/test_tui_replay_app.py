@@ -224,3 +224,17 @@ async def test_quit(session_file: Path) -> None:
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
+
+
+async def test_streamed_text_is_dropped_when_the_model_call_is_retried(session_file: Path) -> None:
+    from workbench.agent.items import ModelRetry, TextDelta
+
+    app, _ = make_app(session_file, paused=True)
+    async with app.run_test(size=SIZE) as pilot:
+        s = screen(app)
+        await s.ingest(TextDelta(turn=1, text="half an answ"))
+        await pilot.pause()
+        assert [b for b in s.query(MessageBlock) if b.streaming]
+        await s.ingest(ModelRetry(turn=1, attempt=1, delay_s=2.0, error="rate limited"))
+        await pilot.pause()
+        assert not [b for b in s.query(MessageBlock) if b.streaming]

@@ -134,6 +134,7 @@ class SessionScreen(Screen[None]):
                 self.query_one(VerdictPane).show(turn.evaluation, turn.progress)
             return
         if kind == "model_retry":
+            await conversation.discard_stream(item.turn)  # type: ignore[union-attr]
             self.notify(
                 f"model call failed, retrying in {item.delay_s:.0f} s: {item.error}", severity="warning"
             )  # type: ignore[union-attr]

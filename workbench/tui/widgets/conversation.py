@@ -204,6 +204,12 @@ class ConversationPane(VerticalScroll):
             await self.mount(block)
         await block.write(delta)
 
+    async def discard_stream(self, turn: int | None) -> None:
+        """The model call is retried: what it streamed so far is void."""
+        block = self._streaming_block(turn)
+        if block is not None:
+            await block.remove()
+
     def _streaming_block(self, turn: int | None) -> MessageBlock | None:
         for block in reversed(self.query(MessageBlock)):
             if block.streaming and block.turn == turn:
