@@ -87,7 +87,15 @@ ACTIONS: list[Action] = [
     ),
     Action("skip", "k", "Skip", "Evaluate nothing this turn", "candidate", False, LIVE),
     Action("message", "m", "Message", "Type a message for the model's next turn", "candidate", True, LIVE),
-    Action("fork", "f", "Fork", "Fork the session at the selected turn", "session", True, REPLAY | LIVE),
+    Action(
+        "fork",
+        "f",
+        "Fork",
+        "Fork at the shown turn (live: go on from it, paused, same model)",
+        "session",
+        True,
+        REPLAY | LIVE,
+    ),
     # Looking around.
     Action("previous_turn", "left_square_bracket,h", "Prev turn", "Show the previous turn", "view", True),
     Action("next_turn", "right_square_bracket,l", "Next turn", "Show the next turn", "view", True),

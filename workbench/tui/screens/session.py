@@ -25,11 +25,12 @@ from textual.widget import Widget
 from textual.widgets import Footer
 
 from workbench.agent.extract import extract_kernel
+from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.prompts import template
 from workbench.errors import UserError
 from workbench.evaluate.result import EvalResult
 from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
-from workbench.session.log import fork_session
+from workbench.session.log import fork_session, read_session
 from workbench.tui import keymap
 from workbench.tui.artifacts import ArtifactCache, first_error_line
 from workbench.tui.drivers.base import Driver, Item
@@ -488,7 +489,13 @@ class SessionScreen(Screen[None]):
         if source is None or number is None:
             self.notify("nothing to fork yet", severity="warning")
             return
-        default = f"{source.stem}-fork-t{number}.jsonl"
+        default = str(source.with_name(f"{source.stem}-fork-t{number}.jsonl"))
+        if isinstance(self.driver, LiveDriver):
+            prompt = f"Continue from turn {number} (same model, paused) in a new session file:"
+            self.app.push_screen(
+                PromptScreen("Fork", prompt, default), lambda a: self._continue_fork(a, number)
+            )
+            return
 
         def fork(answer: str | None) -> None:
             if not answer:
@@ -499,9 +506,40 @@ class SessionScreen(Screen[None]):
             except UserError as exc:
                 self.notify(str(exc), severity="error")
                 return
-            self.notify(f"forked at turn {number} into {destination}", timeout=8)
+            self.notify(
+                f"forked at turn {number} into {destination}; to go on with a model: "
+                f"ptxwb session fork {source} --turn {number} --model MODEL",
+                timeout=12,
+            )
 
         self.app.push_screen(PromptScreen("Fork", f"Fork at turn {number} into:", default), fork)
+
+    def _continue_fork(self, answer: str | None, number: int) -> None:
+        """Live: end this session and go on from turn `number` in a new one, paused, same model."""
+        if not answer:
+            return
+        driver = self._live()
+        destination = Path(answer).expanduser()
+        if destination.exists():
+            self.notify(f"{destination} exists: choose another name", severity="error")
+            return
+        agent = driver.agent
+        try:
+            forked = MiniPTXAgent.continue_from(
+                read_session(agent.out),
+                number,
+                model=agent.model,
+                executor=agent.executor,
+                out=destination,
+                config=agent.config,
+            )
+        except UserError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        driver.stop()
+        # The fork's screen goes on top (this one may be the app's first screen, which cannot be
+        # switched away); this session has been asked to stop.
+        self.app.push_screen(SessionScreen(LiveDriver(forked, pace="step", human=driver.human)))
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self.driver.mode))
