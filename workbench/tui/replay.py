@@ -26,7 +26,6 @@ class ReplayDelta:
 
     turn: int | None
     text: str
-    kind: str = "text_delta"  # the live loop's TextDelta has the same shape and tag
 
 
 ReplayItem = Event | ReplayDelta

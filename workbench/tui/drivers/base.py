@@ -7,16 +7,13 @@ screen) and takes the person's controls. The screen renders; the driver holds th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Union
+from typing import Protocol
 
+from workbench.agent.items import LiveItem
 from workbench.session.events import Event
 from workbench.tui.replay import ReplayDelta
 
-if TYPE_CHECKING:
-    from workbench.agent.items import LiveItem
-
-# Live items are told apart by their `kind` tag, so replay and author modes never import the agent.
-Item = Union[Event, "LiveItem", ReplayDelta]
+Item = Event | LiveItem | ReplayDelta
 
 
 class Sink(Protocol):

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Literal
 
 from workbench.agent.approval import Decision
+from workbench.agent.items import EvalProgress, TextDelta
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models.base import ChatMessage
-from workbench.session.events import SessionEnd
+from workbench.session.events import Evaluation, Message, SessionEnd
 from workbench.tui.drivers.base import Driver, Sink
 
 Pace = Literal["auto", "step"]
@@ -182,11 +183,10 @@ class LiveDriver(Driver):
     async def run(self, sink: Sink) -> None:
         self._sink = sink
         async for item in self.agent.run():
-            kind = getattr(item, "kind", None)
-            self.streaming = kind == "text_delta"
-            if kind == "eval_progress":
+            self.streaming = isinstance(item, TextDelta)
+            if isinstance(item, EvalProgress):
                 self.evaluating = True
-            if getattr(item, "type", None) in ("evaluation", "message"):
+            elif isinstance(item, (Evaluation, Message)):
                 self.evaluating = False
             if isinstance(item, SessionEnd):
                 self.end = item

@@ -25,6 +25,7 @@ from textual.widget import Widget
 from textual.widgets import Footer
 
 from workbench.agent.extract import extract_kernel
+from workbench.agent.items import EvalProgress, ModelRetry, TextDelta
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.prompts import template
 from workbench.errors import UserError
@@ -36,6 +37,7 @@ from workbench.tui.artifacts import ArtifactCache, first_error_line
 from workbench.tui.drivers.base import Driver, Item
 from workbench.tui.drivers.live import LiveDriver
 from workbench.tui.model import SessionView
+from workbench.tui.replay import ReplayDelta
 from workbench.tui.screens.dialogs import EditorScreen, PromptScreen
 from workbench.tui.screens.help import HelpScreen
 from workbench.tui.widgets.code_pane import CodePane
@@ -123,24 +125,23 @@ class SessionScreen(Screen[None]):
         return self.selected if self.selected is not None else self.view.latest_turn
 
     async def ingest(self, item: Item) -> None:
-        kind = getattr(item, "kind", None)
         conversation = self.query_one(ConversationPane)
-        if kind == "text_delta":
-            await conversation.stream(item.turn, item.text)  # type: ignore[union-attr]
+        if isinstance(item, (TextDelta, ReplayDelta)):
+            await conversation.stream(item.turn, item.text)
             return
-        if kind == "eval_progress":
-            self.view.add_progress(item.turn, item.progress)  # type: ignore[union-attr]
-            if item.turn == self.shown_turn:  # type: ignore[union-attr]
-                turn = self.view.turn(item.turn)  # type: ignore[union-attr]
+        if isinstance(item, EvalProgress):
+            self.view.add_progress(item.turn, item.progress)
+            if item.turn == self.shown_turn:
+                turn = self.view.turn(item.turn)
                 self.query_one(VerdictPane).show(turn.evaluation, turn.progress)
             return
-        if kind == "model_retry":
-            await conversation.discard_stream(item.turn)  # type: ignore[union-attr]
+        if isinstance(item, ModelRetry):
+            await conversation.discard_stream(item.turn)
             self.notify(
                 f"model call failed, retrying in {item.delay_s:.0f} s: {item.error}", severity="warning"
-            )  # type: ignore[union-attr]
+            )
             return
-        event: Event = item  # type: ignore[assignment]
+        event: Event = item
         touched = self.view.apply(event)
         if isinstance(event, Message):
             await conversation.add_message(event)
