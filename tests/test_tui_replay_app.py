@@ -238,3 +238,15 @@ async def test_streamed_text_is_dropped_when_the_model_call_is_retried(session_f
         await s.ingest(ModelRetry(turn=1, attempt=1, delay_s=2.0, error="rate limited"))
         await pilot.pause()
         assert not [b for b in s.query(MessageBlock) if b.streaming]
+
+
+async def test_theme_change_recolours_the_code(session_file: Path) -> None:
+    app, driver = make_app(session_file)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        view = screen(app).query_one(CodePane).view("cuda")
+        dark = view.render_line(0)
+        app.theme = "textual-light"
+        await pilot.pause()
+        assert not app.current_theme.dark
+        assert view.render_line(0).text == dark.text and view.render_line(0) != dark
