@@ -1,7 +1,7 @@
 """`ptxwb run`: one agent session on one task and target, written to a session file as it goes.
 
-The loop lives in `workbench.agent`; this module only builds it from options and shows it. Headless
-is the only view here: `drive_headless` prints a live line-per-step view (the TUI is the other view).
+The loop lives in `workbench.agent`; this module only builds it from options and shows it: in the
+workbench TUI on a terminal, or (`--headless`, or no terminal) as printed progress lines.
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def run(
         Path | None, typer.Option("--out", help="Session file (default runs/TASK_TARGET_TIME.jsonl).")
     ] = None,
     headless: Annotated[
-        bool, typer.Option("--headless", help="Print progress lines instead of opening the TUI.")
+        bool, typer.Option("--headless", help="Print progress lines instead of opening the TUI (the default without a terminal).")
     ] = False,
     no_pack: Annotated[
         bool, typer.Option("--no-pack", help="Leave the knowledge pack out of the prompt.")
@@ -226,16 +226,30 @@ def run(
         workload=workload,
     )
     out = out or default_out(task, target)
-    agent = MiniPTXAgent(
-        task=task,
-        target=target,
-        model=build_model(model, api_base, temperature, max_tokens),
-        executor=make_executor(executor),
-        out=out,
-        config=config,
-    )
-    # Headless is the only view until the TUI takes over the default (`headless=False`): that branch
-    # builds the model with the TUI's human writer and hands the agent to the TUI instead.
     console = Console(highlight=False)
-    end = asyncio.run(drive_headless(agent, console, spinner=model != "human" and console.is_terminal))
+    if headless or not console.is_terminal:
+        agent = MiniPTXAgent(
+            task=task,
+            target=target,
+            model=build_model(model, api_base, temperature, max_tokens),
+            executor=make_executor(executor),
+            out=out,
+            config=config,
+        )
+        end = asyncio.run(drive_headless(agent, console, spinner=model != "human" and console.is_terminal))
+    else:
+        # The workbench TUI: it is the loop's approver, and the editor writes the `human` model's turns.
+        from workbench.tui.drivers.live import TuiHuman
+        from workbench.tui.launch import run_live
+
+        human = TuiHuman()
+        agent = MiniPTXAgent(
+            task=task,
+            target=target,
+            model=build_model(model, api_base, temperature, max_tokens, human=human),
+            executor=make_executor(executor),
+            out=out,
+            config=config,
+        )
+        end = run_live(agent, human=human if model == "human" else None)
     finish(end, out, console)

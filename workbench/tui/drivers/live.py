@@ -182,15 +182,19 @@ class LiveDriver(Driver):
 
     async def run(self, sink: Sink) -> None:
         self._sink = sink
-        async for item in self.agent.run():
-            self.streaming = isinstance(item, TextDelta)
-            if isinstance(item, EvalProgress):
-                self.evaluating = True
-            elif isinstance(item, (Evaluation, Message)):
-                self.evaluating = False
-            if isinstance(item, SessionEnd):
-                self.end = item
-            await sink.ingest(item)
+        try:
+            async for item in self.agent.run():
+                self.streaming = isinstance(item, TextDelta)
+                if isinstance(item, EvalProgress):
+                    self.evaluating = True
+                elif isinstance(item, (Evaluation, Message)):
+                    self.evaluating = False
+                if isinstance(item, SessionEnd):
+                    self.end = item
+                await sink.ingest(item)
+        finally:
+            # The executor may hold a worker process: release it while the app's loop still runs.
+            await self.agent.executor.close()
         self.streaming = self.evaluating = False
         self._changed()
 
