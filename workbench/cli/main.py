@@ -1,45 +1,64 @@
-"""Entry point of `ptxwb`. Command modules import their heavy dependencies inside the commands."""
+"""Entry point of `ptxwb`.
+
+Only the command being run is imported: `ptxwb eval` does not pay for the TUI's or the agent's
+modules. `--help` (or no known command) registers them all so the help lists every one.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import typer
 
-from workbench.cli import doctor_cmd, eval_cmd, pack_cmd, run_cmd, session_cmd, tasks_cmd, tui_cmd
 from workbench.errors import UserError
 
-app = typer.Typer(
-    name="ptxwb",
-    help="PTX Workbench: write, judge and time hand-written PTX kernels for Hopper and Blackwell.",
-    no_args_is_help=False,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
+# name -> (module, attribute, a command function or a sub-app); the order is the help's order.
+_COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "tasks": ("workbench.cli.tasks_cmd", "tasks", False),
+    "task": ("workbench.cli.tasks_cmd", "task", False),
+    "doctor": ("workbench.cli.doctor_cmd", "doctor", False),
+    "eval": ("workbench.cli.eval_cmd", "eval_candidate", False),
+    "run": ("workbench.cli.run_cmd", "run", False),
+    "replay": ("workbench.cli.tui_cmd", "replay", False),
+    "demo": ("workbench.cli.tui_cmd", "demo", False),
+    "author": ("workbench.cli.tui_cmd", "author", False),
+    "session": ("workbench.cli.session_cmd", "app", True),
+    "pack": ("workbench.cli.pack_cmd", "app", True),
+}
 
 
-@app.callback(invoke_without_command=True)
 def _home(ctx: typer.Context) -> None:
     """With no command: the home screen (tasks, recent sessions, start a run)."""
     if ctx.invoked_subcommand is None:
+        from workbench.cli import tui_cmd
+
         tui_cmd.home()
 
 
-app.command("tasks")(tasks_cmd.tasks)
-app.command("task")(tasks_cmd.task)
-app.command("doctor")(doctor_cmd.doctor)
-app.command("eval")(eval_cmd.eval_candidate)
-app.command("run")(run_cmd.run)
-app.add_typer(session_cmd.app, name="session")
-app.command("replay")(tui_cmd.replay)
-app.command("demo")(tui_cmd.demo)
-app.command("author")(tui_cmd.author)
-app.add_typer(pack_cmd.app, name="pack")
+def build_app(argv: list[str]) -> typer.Typer:
+    app = typer.Typer(
+        name="ptxwb",
+        help="PTX Workbench: write, judge and time hand-written PTX kernels for Hopper and Blackwell.",
+        no_args_is_help=False,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+    )
+    app.callback(invoke_without_command=True)(_home)
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    for name in [first] if first in _COMMANDS else list(_COMMANDS):
+        module, attribute, group = _COMMANDS[name]
+        target = getattr(importlib.import_module(module), attribute)
+        if group:
+            app.add_typer(target, name=name)
+        else:
+            app.command(name)(target)
+    return app
 
 
 def main() -> None:
     try:
-        app()
+        build_app(sys.argv[1:])()
     except UserError as exc:
         print(f"ptxwb: {exc}", file=sys.stderr)
         sys.exit(2)
