@@ -13,13 +13,18 @@ from workbench.paths import sessions_dir
 THEME_HELP = "Textual theme, e.g. textual-dark, nord, gruvbox, textual-light."
 
 
-def _newest_session(folder: Path) -> Path:
-    found = sorted(folder.glob("**/*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
-    if not found:
+# The session `ptxwb demo` plays: the GEMM ladder, recorded on an H200 (four turns, every tier).
+DEMO_SESSION = "gemm_n7168_k5120_ladder_h200.jsonl"
+
+
+def _demo_session(folder: Path, name: str) -> Path:
+    path = folder / name
+    if not path.is_file():
         raise UserError(
-            f"no session to replay in {folder}: record one with `ptxwb run`, or pass a file to `ptxwb replay`"
+            f"no session to replay in {folder} (looked for {name}): record one with `ptxwb run`, "
+            "or pass a file to `ptxwb replay`"
         )
-    return found[-1]
+    return path
 
 
 def _check_speed(speed: float) -> float:
@@ -57,11 +62,14 @@ def home(theme: str | None = None) -> None:
 
 
 def demo(
+    session: Annotated[
+        str, typer.Argument(help="A session file name in sessions/ (the GEMM ladder by default).")
+    ] = DEMO_SESSION,
     speed: Annotated[float, typer.Option("--speed", "-s", help="Playback speed.")] = 4.0,
     theme: Annotated[str | None, typer.Option("--theme", help=THEME_HELP)] = None,
 ) -> None:
-    """Replay the newest session shipped in sessions/: the workbench at a glance, no model or GPU needed."""
-    replay(_newest_session(sessions_dir()), speed=speed, paused=False, theme=theme)
+    """Replay a session shipped in sessions/: the workbench at a glance, no model or GPU needed."""
+    replay(_demo_session(sessions_dir(), session), speed=speed, paused=False, theme=theme)
 
 
 def author(
