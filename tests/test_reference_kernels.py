@@ -67,3 +67,16 @@ def test_simt_step_of_the_ladder_is_flagged_by_the_static_tier(cache: Path) -> N
     assert result.stages.build.status == Status.passed
     assert result.stages.static.status == Status.static_missing_family
     assert result.stages.static.opcodes.get("FFMA", 0) > 0
+
+
+@pytest.mark.parametrize("kind", ["fwd", "bwd"])
+def test_causal_file_is_the_plain_file_with_the_switch_on(kind: str) -> None:
+    # Each task needs one self-contained .cu, so the causal kernel is a copy: keep the copies in step.
+    folder = Path(__file__).resolve().parent.parent / "references" / "attention"
+    plain = (folder / f"mha_{kind}_d128.cu").read_text().splitlines()
+    causal = (folder / f"mha_{kind}_d128_causal.cu").read_text().splitlines()
+    assert len(plain) == len(causal)
+    differing = [(a, b) for a, b in zip(plain, causal, strict=True) if a != b]
+    assert len(differing) == 1
+    assert differing[0][0].startswith("#define ATTN_CAUSAL false")
+    assert differing[0][1].startswith("#define ATTN_CAUSAL true")
