@@ -1,4 +1,5 @@
-"""The catalogue's torch references, checked on the CPU at small shapes against independent maths."""
+"""The catalogue's torch references, loaded as the evaluator loads them, checked on the CPU at small
+shapes against independent maths."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from workbench.tasks import Catalogue  # noqa: E402
-from workbench.tasks.reference import reference_function  # noqa: E402
+from workbench.evaluate.inputs import compile_reference  # noqa: E402
 
 CAT = Catalogue.load()
 
@@ -25,7 +26,7 @@ def test_gemm_reference_matches_float64(name: str) -> None:
     g = torch.Generator().manual_seed(1)
     a = _bf16(7, k, generator=g)
     b = _bf16(n, k, generator=g)
-    c = reference_function(task.definition)(a, b)
+    c = compile_reference(task.definition.reference)(a, b)
     assert c.shape == (7, n) and c.dtype == torch.bfloat16
     exact = a.double() @ b.double().T
     # bf16 output: one rounding of a value accumulated exactly enough.
@@ -52,7 +53,7 @@ def test_attention_forward_reference_matches_float64_softmax(d: int, causal: boo
     task = CAT.get(f"mha_with_lse_d{d}" + ("_causal" if causal else ""))
     g = torch.Generator().manual_seed(d)
     q, k, v = (_bf16(2, 3, 37, d, generator=g) for _ in range(3))
-    o, lse = reference_function(task.definition)(q, k, v)
+    o, lse = compile_reference(task.definition.reference)(q, k, v)
     assert o.dtype == torch.bfloat16 and o.shape == (2, 3, 37, d)
     assert lse.dtype == torch.float32 and lse.shape == (2, 3, 37)
     exact_o, exact_lse = _float64_attention(q, k, v, causal)
@@ -73,7 +74,7 @@ def test_attention_backward_reference_matches_autograd(d: int, causal: bool) -> 
     o64, lse64 = _float64_attention(q64, k64, v64, causal)
     o64.backward(do.double())
     o = o64.detach().to(torch.bfloat16)
-    dq, dk, dv = reference_function(task.definition)(q, k, v, o, do, lse64.detach().float())
+    dq, dk, dv = compile_reference(task.definition.reference)(q, k, v, o, do, lse64.detach().float())
     for got, want in ((dq, q64.grad), (dk, k64.grad), (dv, v64.grad)):
         assert got.dtype == torch.bfloat16 and got.shape == want.shape
         # O enters rounded to bf16, as a kernel would receive it: bf16-level agreement.
