@@ -21,23 +21,29 @@ TASK = resolve_task("gemm_n7168_k5120")
 HOPPER = get_target("hopper")
 
 
-def test_system_prompt_has_instructions_pack_and_abi_example() -> None:
-    system, pack_id, pack_hash = prompts.system_prompt(TASK, HOPPER, AgentConfig())
-    pack = load_pack("hopper")
+ABI_CHAPTER = "# The kernel contract (TVM-FFI `run`)"
+
+
+@pytest.mark.parametrize("target", ["hopper", "blackwell"])
+def test_system_prompt_has_instructions_and_pack_whose_abi_chapter_is_the_abi_example(target: str) -> None:
+    system, pack_id, pack_hash = prompts.system_prompt(TASK, get_target(target), AgentConfig())
+    pack = load_pack(target)
     assert (pack_id, pack_hash) == (pack.pack_id(), pack.sha256())
-    assert pack.prompt_text() in system
-    assert "one fenced ```cuda block" in system and "TVM_FFI_DLL_EXPORT_TYPED_FUNC" in system
-    assert "arch=compute_90a,code=sm_90a" in system and "GMMA" in system and "cuBLAS" in system
-    assert (
-        system.index("You write one CUDA kernel")
-        < system.index(pack.prompt_text())
-        < system.index("# ABI example")
-    )
+    assert system.startswith("You write one CUDA kernel") and system.endswith(pack.prompt_text())
+    assert "one fenced ```cuda block" in system and get_target(target).gencode in system and "cuBLAS" in system
+    # The kernel contract appears once: as the pack's ABI chapter, with its own `run` example.
+    assert system.count(ABI_CHAPTER) == 1 and "# ABI example" not in system
+    abi = next(f for f in pack.files if f.path == "common/abi.md")
+    assert abi.text.startswith(ABI_CHAPTER)
+    assert "TVM_FFI_DLL_EXPORT_TYPED_FUNC(run" in (extract_kernel(abi.text) or "")
 
 
 def test_no_pack_and_a_variant() -> None:
     system, pack_id, pack_hash = prompts.system_prompt(TASK, HOPPER, AgentConfig(pack=False))
     assert (pack_id, pack_hash) == (None, None) and "Knowledge pack" not in system
+    assert ABI_CHAPTER not in system
+    assert system.index("You write one CUDA kernel") < system.index("# ABI example")
+    assert system.endswith(prompts.template("abi_example.md"))
     variant = load_pack("hopper").variants[0]
     _, with_variant, _ = prompts.system_prompt(TASK, HOPPER, AgentConfig(pack_variant=variant))
     assert with_variant == load_pack("hopper", variant).pack_id() and f"+{variant}@" in with_variant

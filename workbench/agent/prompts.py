@@ -54,7 +54,11 @@ def target_values(target: Target) -> dict[str, object]:
 
 
 def system_prompt(task: Task, target: Target, config: AgentConfig) -> tuple[str, str | None, str | None]:
-    """Fixed instructions + the target's knowledge pack (unless `config.pack` is off) + the ABI example."""
+    """Fixed instructions + the target's knowledge pack + the ABI example.
+
+    The pack carries the kernel contract as its ABI chapter (`knowledge_packs/common/abi.md`), so the
+    agent's own ABI example (`templates/abi_example.md`) goes in only when the pack is off.
+    """
     baseline = BASELINES.get(task.facts.baseline, task.facts.baseline) if task.facts else "the vendor library"
     parts = [render("system.md", baseline=baseline, turns=config.turns, **target_values(target))]
     pack_id = pack_hash = None
@@ -62,7 +66,8 @@ def system_prompt(task: Task, target: Target, config: AgentConfig) -> tuple[str,
         pack = load_pack(target.name, config.pack_variant)
         parts.append(pack.prompt_text())
         pack_id, pack_hash = pack.pack_id(), pack.sha256()
-    parts.append(template("abi_example.md"))
+    else:
+        parts.append(template("abi_example.md"))
     return "\n".join(parts), pack_id, pack_hash
 
 
