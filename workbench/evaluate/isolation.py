@@ -59,6 +59,18 @@ def describe_exit(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the process's whole group (it leads its own session), then reap the leader."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 class CappedOutput:
     """Drains a pipe on a thread so the child never blocks on it; keeps the first `cap` bytes."""
 
@@ -205,23 +217,10 @@ class Child:
 
     def kill(self) -> None:
         """End the whole process group (the candidate may have forked), then reap."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
+        kill_group(self.process)
 
     def close(self) -> None:
-        if self.alive():
-            self.kill()
-        else:
-            try:  # the leader is gone; anything it left in its group goes too
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        self.kill()  # also when the leader is gone: anything it left in its group goes too
         for fd in (self._write_fd, self._read_fd):
             try:
                 os.close(fd)

@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workbench.evaluate.isolation import CappedOutput, Child, describe_exit, first_useful_line
+from workbench.evaluate.isolation import CappedOutput, Child, describe_exit, first_useful_line, kill_group
 from workbench.evaluate.profile import dynamic_stage, import_command, ncu_command, parse_raw_csv
 
 PROTOCOL = 1
@@ -241,7 +241,7 @@ class Session:
         try:
             self.profiler.wait(timeout=self.timeouts["dynamic_s"])
         except subprocess.TimeoutExpired:
-            _kill_group(self.profiler)
+            kill_group(self.profiler)
             return {
                 **base,
                 "status": "timeout",
@@ -297,21 +297,8 @@ class Session:
             # CUPTI teardown in an orderly exit took seconds on the H200.
             self.child.close()
         if self.profiler is not None and self.profiler.poll() is None:
-            _kill_group(self.profiler)
+            kill_group(self.profiler)
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    import signal
-
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 class Worker:
