@@ -92,10 +92,11 @@ class ReplayPlayer:
     def seek_to_end_of(self, turn: int | None) -> None:
         """Move to just after the last event of `turn` (None: before the first turn)."""
         position = 0
+        first_turn = self._first_turn_index()
         for index, event in enumerate(self.events):
             if (
                 event.turn is None
-                and index < self._first_turn_index()
+                and index < first_turn
                 or turn is not None
                 and event.turn is not None
                 and event.turn <= turn
