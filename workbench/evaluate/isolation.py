@@ -145,11 +145,6 @@ class Child:
         self._buffer = b""
         self.stdout = CappedOutput(self.process.stdout)
         self.stderr = CappedOutput(self.process.stderr)
-        self.started = time.monotonic()
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
 
     def alive(self) -> bool:
         return self.process.poll() is None
