@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from pydantic import ValidationError
 
@@ -35,7 +36,7 @@ class SessionWriter:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> SessionWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -96,12 +97,23 @@ def read_session(path: Path) -> SessionRead:
     return SessionRead(path, events, len(data) - offset, problems)
 
 
+def kept_through(read: SessionRead, turn: int) -> list[Event]:
+    """What a fork at `turn` keeps: the turns up to it, and the session-level messages (the system prompt)."""
+    turns = read.turns()
+    if turn < 0 or turn > (max(turns) if turns else 0):
+        raise UserError(f"{read.path}: no turn {turn} to fork at (turns: {turns or 'none'})")
+    return [
+        event
+        for event in read.events[1:]
+        if (event.turn is not None and event.turn <= turn) or (event.turn is None and event.type == "message")
+    ]
+
+
 def fork_session(source: Path, turn: int, destination: Path, session_id: str, model: str | None = None) -> Path:
     """Copy a session through turn `turn` into a new file whose start names its parent and fork turn."""
     read = read_session(source)
+    kept = kept_through(read, turn)
     start = read.start
-    if turn < 0 or (read.turns() and turn > max(read.turns())):
-        raise UserError(f"{source}: no turn {turn} to fork at (turns: {read.turns() or 'none'})")
     new_start = start.model_copy(
         update={
             "session_id": session_id,
@@ -111,9 +123,6 @@ def fork_session(source: Path, turn: int, destination: Path, session_id: str, mo
         }
     )
     with SessionWriter(destination, new_start) as writer:
-        for event in read.events[1:]:
-            # Turns up to the fork, and session-level messages (the system prompt) before them.
-            in_turn = event.turn is not None and event.turn <= turn
-            if in_turn or (event.turn is None and event.type == "message"):
-                writer.append(event)
+        for event in kept:
+            writer.append(event)
     return destination
