@@ -165,7 +165,7 @@ class Session:
         request = {"library": self.library, "spec": spec, "go_file": str(self.workdir / "go")}
         spec_path = self.workdir / "profile.json"
         spec_path.write_text(json.dumps(request))
-        app = [sys.executable, "-m", "workbench.evaluate.child", "profile", str(spec_path)]
+        app = [*child_argv(), "profile", str(spec_path)]
         command = ncu_command(
             ncu, str(self.workdir / "profile"), self.kernels, self.spec.get("target", ""), app
         )
