@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import subprocess
@@ -14,9 +15,6 @@ from rich.table import Table
 
 from workbench.cli.output import console, print_json
 from workbench.evaluate.toolchain import find_tool, tool_version
-
-# Variables litellm reads for common providers; any other *_API_KEY is reported too.
-_KEY_NAMES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY")
 
 
 def _package(name: str) -> str | None:
@@ -38,14 +36,14 @@ def _gpu() -> dict[str, Any]:
         "print(json.dumps(d))\n"
     )
     try:
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", probe], check=False, capture_output=True, text=True, timeout=120
+        )
     except subprocess.TimeoutExpired:
         return {"available": False, "error": "torch probe timed out"}
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["torch is not installed"])[-1]
         return {"available": False, "error": last}
-    import json
-
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -54,9 +52,8 @@ def report() -> dict[str, Any]:
     for name in ("nvcc", "cuobjdump", "nvdisasm", "ncu", "compute-sanitizer"):
         path = find_tool(name)
         tools[name] = {"path": str(path) if path else None, "version": tool_version(name) if path else None}
-    keys = sorted({k for k in os.environ if re.fullmatch(r"[A-Z0-9_]*_API_KEY", k)} | {
-        k for k in _KEY_NAMES if k in os.environ
-    })
+    # Provider keys (OPENAI_API_KEY, ANTHROPIC_API_KEY, …) by name only: their values never leave here.
+    keys = sorted(k for k in os.environ if re.fullmatch(r"[A-Z0-9_]*_API_KEY", k))
     return {
         "python": sys.version.split()[0],
         "tools": tools,
