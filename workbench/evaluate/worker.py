@@ -371,9 +371,7 @@ class Worker:
         elif op == "evaluate":
             self._evaluate(request)
         elif op == "shutdown":
-            self._end_session(warm=False)
-            if self.spare is not None:
-                self.spare.close()
+            self.close()
             self.reply(request, {"type": "bye"})
             return False
         else:
