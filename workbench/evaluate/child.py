@@ -76,11 +76,10 @@ def serve() -> int:
             else:
                 channel.write({"error": f"unknown command {command!r}"})
         except Exception as exc:  # noqa: BLE001 - the candidate's failure becomes a verdict
-            status = "runtime_error"
             if command == "load":
                 channel.write({"ok": False, "error": _error_line(exc)})
             else:
-                channel.write({"stage": {"status": status, "message": _error_line(exc)}})
+                channel.write({"stage": {"status": "runtime_error", "message": _error_line(exc)}})
             # A CUDA fault poisons the context: nothing more can be trusted in this process.
             return 1
 
