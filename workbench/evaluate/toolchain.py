@@ -48,7 +48,9 @@ def tool_version(name: str) -> str | None:
     if path is None:
         return None
     try:
-        out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(
+            [str(path), "--version"], check=False, capture_output=True, text=True, timeout=30
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(r"(?:release|Version)\s+([0-9][0-9.]*)", out)
