@@ -16,7 +16,7 @@ PTXWB = Path(sys.executable).parent / "ptxwb"
 
 
 def ptxwb(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(PTXWB), *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([str(PTXWB), *args], check=False, capture_output=True, text=True, timeout=120,
                           env={**os.environ, **(env or {})})
 
 

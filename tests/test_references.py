@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from workbench.tasks import Catalogue  # noqa: E402
-from workbench.evaluate.inputs import compile_reference  # noqa: E402
+from workbench.evaluate.inputs import compile_reference
+from workbench.tasks import Catalogue
 
 CAT = Catalogue.load()
 
