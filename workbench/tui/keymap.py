@@ -10,6 +10,11 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
+ALL = frozenset({"replay", "author", "live"})
+LIVE = frozenset({"live"})
+REPLAY = frozenset({"replay"})
+AUTHOR = frozenset({"author"})
+
 
 @dataclass(frozen=True)
 class Action:
@@ -19,13 +24,8 @@ class Action:
     help: str
     group: str
     footer: bool = False
-    modes: frozenset[str] = frozenset({"replay", "author", "live"})
+    modes: frozenset[str] = ALL
 
-
-ALL = frozenset({"replay", "author", "live"})
-LIVE = frozenset({"live"})
-REPLAY = frozenset({"replay"})
-AUTHOR = frozenset({"author"})
 
 ACTIONS: list[Action] = [
     # Playback and the loop.
