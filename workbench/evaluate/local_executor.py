@@ -11,7 +11,6 @@ from workbench.evaluate.worker_client import WorkerClient
 
 class LocalExecutor(GpuExecutor):
     name = "local"
-    remote_build = False
 
     def __init__(self, cache_dir: Path | None = None) -> None:
         super().__init__(WorkerClient(worker_argv()), cache_dir)
