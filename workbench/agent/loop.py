@@ -33,7 +33,6 @@ from workbench.agent.models.base import (
     RetryNotice,
 )
 from workbench.agent.secrets import redact
-from workbench.errors import UserError
 from workbench.evaluate.request import EvalRequest, Executor, Progress
 from workbench.evaluate.result import EvalResult
 from workbench.session.events import (
@@ -45,7 +44,7 @@ from workbench.session.events import (
     SessionEnd,
     SessionStart,
 )
-from workbench.session.log import SessionRead, SessionWriter
+from workbench.session.log import SessionRead, SessionWriter, kept_through
 from workbench.tasks import resolve_task
 from workbench.tasks.targets import get_target
 
@@ -55,18 +54,11 @@ ControlAction = Literal["pause", "resume", "step", "auto"]
 
 @dataclass(frozen=True)
 class ForkPoint:
-    """Continue `parent` after its turn `turn`: turns <= `turn` and the session-level messages are kept."""
+    """Continue `parent` after its turn `turn` from `kept`, the events a fork keeps (`kept_through`)."""
 
     parent: SessionRead
     turn: int
-
-    def kept_events(self) -> list[Event]:
-        kept: list[Event] = []
-        for event in self.parent.events[1:]:
-            in_turn = event.turn is not None and event.turn <= self.turn
-            if in_turn or (event.turn is None and isinstance(event, Message)):
-                kept.append(event)
-        return kept
+    kept: list[Event]
 
 
 class _Ended(Exception):
@@ -147,9 +139,7 @@ class MiniPTXAgent:
     ) -> MiniPTXAgent:
         """A fork of `parent` at `turn`, continued with `model`; the parent's settings unless `config` is given."""
         start = parent.start
-        turns = parent.turns()
-        if turn < 0 or turn > (max(turns) if turns else 0):
-            raise UserError(f"{parent.path}: no turn {turn} to fork at (turns: {turns or 'none'})")
+        kept = kept_through(parent, turn)  # a UserError for a turn the parent lacks
         if config is None:
             known = {k: v for k, v in start.settings.items() if k in AgentConfig.model_fields}
             config = AgentConfig.model_validate(known)
@@ -161,7 +151,7 @@ class MiniPTXAgent:
             out=out,
             config=config,
             approver=approver,
-            fork=ForkPoint(parent, turn),
+            fork=ForkPoint(parent, turn, kept),
         )
 
     # --- what a UI may call while the loop runs -------------------------------------------------
@@ -192,7 +182,7 @@ class MiniPTXAgent:
         first_turn = 1
         history: list[Event] = []
         if self.fork is not None:
-            history = self.fork.kept_events()
+            history = list(self.fork.kept)
             first_turn = self.fork.turn + 1
             pack_id, pack_hash = self.fork.parent.start.pack_id, self.fork.parent.start.pack_hash
             head: list[Message] = []
