@@ -193,11 +193,10 @@ def pack_stats(pack: Pack) -> PackStats:
         FileStats(path=f.path, kind=f.kind, tokens=count_tokens(f.rendered()), bytes=len(f.text.encode()))
         for f in pack.files
     ]
-    text = pack.prompt_text()
-    total = count_tokens(text)
+    total = count_tokens(pack.prompt_text())
     return PackStats(
         id=pack.pack_id(),
-        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        sha256=pack.sha256(),
         name=pack.name,
         target=pack.target,
         sm=pack.sm,
