@@ -99,7 +99,7 @@ class GpuExecutor:
                             "library": result.stages.build.library_path,
                             "kernels": state.get("kernels"),
                             "spec": spec,
-                            "stages": ["correctness", "dynamic", "timing"],
+                            "stages": list(STAGE_MODELS),
                             "timeouts": {
                                 "correctness_s": request.run_timeout_s,
                                 "timing_s": request.run_timeout_s,
@@ -140,9 +140,7 @@ class GpuExecutor:
                 [
                     ("build", build_step),
                     ("static", static_step),
-                    ("correctness", gpu_step("correctness")),
-                    ("dynamic", gpu_step("dynamic")),
-                    ("timing", gpu_step("timing")),
+                    *((name, gpu_step(name)) for name in STAGE_MODELS),
                 ],
                 progress,
             )
