@@ -67,7 +67,7 @@ def main() -> None:
     print(f"date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}")
     print(f"git: {sha.strip()}")
     print(f"machine: {args.machine} (os.cpu_count()={os.cpu_count()}, load average {os.getloadavg()[0]:.2f})")
-    print(f"nvcc: {build_toolchain().nvcc_version.splitlines()[-2].strip()}")
+    print(f"nvcc: {build_toolchain().release}")
     print(f"kernel: {args.kernel.relative_to(ROOT) if args.kernel.is_relative_to(ROOT) else args.kernel}")
 
     plain: list[tuple[float, float]] = []

@@ -60,6 +60,12 @@ class BuildToolchain:
     tvm_ffi_version: str
     link_driver: bool  # libcuda is linkable here (a GPU host, or a toolkit with its stubs)
 
+    @property
+    def release(self) -> str | None:
+        """`Cuda compilation tools, release 13.0, V13.0.88`: the line of the version that names the release."""
+        match = re.search(r"^.*release.*$", self.nvcc_version, re.MULTILINE)
+        return match.group(0).strip() if match else None
+
 
 def _tvm_ffi_paths() -> tuple[Path, Path, str]:
     # Located through the package spec without importing it: `import tvm_ffi` loads torch (seconds).
@@ -389,13 +395,12 @@ async def compile_source(
     key = build_key(source, command, toolchain, target)
     root = cache_dir or cache_root()
     entry = root / key[:2] / key
-    release = re.search(r"^.*release.*$", toolchain.nvcc_version, re.MULTILINE)
-    toolchain_line = release.group(0).strip() if release else None
     cached = _load_cached(entry)
     if cached is not None:
         cached.duration_s = time.perf_counter() - started
         return cached
 
+    toolchain_line = toolchain.release
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=root))
     try:
