@@ -12,8 +12,13 @@ _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 REDACTED = "[redacted]"
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable of this name holds a secret (an API key, a token, a password)."""
+    return _SECRET_NAME.search(name) is not None
+
+
 def _secret_values() -> list[str]:
-    values = {value for name, value in os.environ.items() if _SECRET_NAME.search(name) and len(value) >= 8}
+    values = {value for name, value in os.environ.items() if is_secret_name(name) and len(value) >= 8}
     # Longest first, so a value that contains another is replaced whole.
     return sorted(values, key=len, reverse=True)
 

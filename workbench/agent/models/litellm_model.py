@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from workbench.agent.models.base import Author, ChatMessage, ModelError, OnDelta, OnRetry, Reply, RetryNotice
-from workbench.agent.secrets import redact
+from workbench.agent.secrets import is_secret_name, redact
 from workbench.session.events import Usage
-
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|CREDENTIALS")
 
 
 def _litellm() -> Any:
@@ -123,7 +120,7 @@ class LitellmModel:
     def _check_credentials(self, litellm: Any) -> None:
         """Fail at once without a key: the provider SDK's error for it would look retryable."""
         found = litellm.validate_environment(model=self.name, api_base=self.api_base)
-        missing = [name for name in found.get("missing_keys", []) if _SECRET_NAME.search(name)]
+        missing = [name for name in found.get("missing_keys", []) if is_secret_name(name)]
         if missing:
             raise ModelError(f"no credentials for {self.name}: set {' or '.join(missing)} in the environment")
 
