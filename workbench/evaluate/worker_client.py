@@ -11,6 +11,8 @@ import itertools
 import json
 from collections.abc import Callable, Sequence
 
+from workbench.evaluate.worker import DEFAULT_TIMEOUTS, GPU_STAGES
+
 # A reply line can carry a whole EvalResult stage; asyncio's default 64 KiB line limit is too small.
 LINE_LIMIT = 64 * 1024 * 1024
 
@@ -84,7 +86,7 @@ class WorkerClient:
         library: str,
         spec: dict,
         kernels: list[str] | None = None,
-        stages: Sequence[str] = ("correctness", "dynamic", "timing"),
+        stages: Sequence[str] = GPU_STAGES,
         timeouts: dict[str, float] | None = None,
         on_progress: Callable[[dict], None] | None = None,
         **settings: int,
@@ -92,7 +94,8 @@ class WorkerClient:
         """The GPU tiers of an already built library in one request (no ban scan, no static tier):
         `{"stages": {name: stage dict}, "device", "trace"}`. For tests, benchmarks and bare GPU hosts."""
         await self.start()
-        limits = {"correctness_s": 120.0, "dynamic_s": 300.0, "timing_s": 120.0, **(timeouts or {})}
+        stage_limits = {name: s for name, s in DEFAULT_TIMEOUTS.items() if name != "start_s"}
+        limits = {**stage_limits, **(timeouts or {})}
         return await self.request(
             {
                 "op": "evaluate",
