@@ -97,11 +97,11 @@ def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, 
     return built
 
 
-def spec_for(workload: str | None = None) -> dict:
+def spec_for() -> dict:
+    """The task at its smallest workload."""
     catalogue = Catalogue.load()
     task = catalogue.get(TASK)
-    chosen = task.workload(workload) if workload else profile_workload(task)
-    return gpu_spec(task, chosen, get_target("hopper"), catalogue)
+    return gpu_spec(task, profile_workload(task), get_target("hopper"), catalogue)
 
 
 def evaluate(runner: Runner, library: tuple[str, list[str]], spec: dict) -> dict:
