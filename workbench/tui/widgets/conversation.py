@@ -20,16 +20,14 @@ FLUSH_HZ = 20
 LONG_LINES = 40
 LONG_CHARS = 4000
 
-ROLE_TITLES = {"system": "system", "user": "user", "assistant": "assistant"}
-
 
 def is_long(content: str) -> bool:
     return len(content) > LONG_CHARS or content.count("\n") > LONG_LINES
 
 
 def message_title(message: Message) -> str:
-    parts = [ROLE_TITLES[message.role]]
-    if message.source not in ("model",) or message.role != "assistant":
+    parts: list[str] = [message.role]
+    if message.source != "model" or message.role != "assistant":
         parts.append(message.source)
     if message.usage:
         parts.append(f"{message.usage.prompt_tokens:,}↑ {message.usage.completion_tokens:,}↓ tok")
@@ -102,7 +100,7 @@ class MessageBlock(Vertical):
 
     def compose(self) -> ComposeResult:
         if self.message is None:
-            yield Label(f"{ROLE_TITLES['assistant']} · streaming…", classes="title")
+            yield Label("assistant · streaming…", classes="title")
             yield Markdown("")
             return
         yield Label(message_title(self.message), classes="title")
