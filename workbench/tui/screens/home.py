@@ -140,7 +140,6 @@ class HomeScreen(Screen[None]):
     def __init__(self, session_folders: list[Path]) -> None:
         super().__init__()
         self.session_folders = session_folders
-        self.sessions: dict[str, SessionSummary] = {}
 
     def compose(self) -> ComposeResult:
         intro = Text()
@@ -182,7 +181,6 @@ class HomeScreen(Screen[None]):
     def _show_sessions(self, found: list[SessionSummary]) -> None:
         table = self.query_one("#sessions", DataTable)
         table.clear()
-        self.sessions = {str(s.path): s for s in found}
         for s in found:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.modified))
             table.add_row(s.path.name, s.task, s.target, s.model, str(s.turns), s.best, when, key=str(s.path))
