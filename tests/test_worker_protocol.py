@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from build_support import needs_nvcc
+
+from workbench.evaluate.worker import worker_argv
 
 KERNEL = Path(__file__).parent / "gpu" / "kernels" / "wgmma_gemm.cu"
 
@@ -23,7 +24,7 @@ class WorkerProcess:
     def __init__(self, cache: Path) -> None:
         env = {**os.environ, "PTXWB_CACHE": str(cache)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "workbench.evaluate.worker"],
+            worker_argv(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
