@@ -29,3 +29,8 @@ class AgentConfig(BaseModel):
     workload: str | None = Field(
         default=None, description="workload uuid or prefix; the headline one if unset"
     )
+
+
+def recorded_settings(settings: dict[str, object]) -> dict[str, object]:
+    """The `AgentConfig` fields among a session start's `settings` (which also record executor and model)."""
+    return {k: v for k, v in settings.items() if k in AgentConfig.model_fields}

@@ -20,7 +20,7 @@ from typing import Literal, TypeVar
 import workbench
 from workbench.agent import feedback, prompts
 from workbench.agent.approval import Approver, Decision, RunEverything
-from workbench.agent.config import AgentConfig
+from workbench.agent.config import AgentConfig, recorded_settings
 from workbench.agent.extract import extract_kernel
 from workbench.agent.items import EvalProgress, LiveItem, LoopItem, ModelRetry, TextDelta
 from workbench.agent.models.base import (
@@ -141,8 +141,7 @@ class MiniPTXAgent:
         start = parent.start
         kept = kept_through(parent, turn)  # a UserError for a turn the parent lacks
         if config is None:
-            known = {k: v for k, v in start.settings.items() if k in AgentConfig.model_fields}
-            config = AgentConfig.model_validate(known)
+            config = AgentConfig.model_validate(recorded_settings(start.settings))
         return cls(
             task=start.task,
             target=start.target,

@@ -88,13 +88,13 @@ def fork(
 
     from rich.console import Console
 
-    from workbench.agent.config import AgentConfig
+    from workbench.agent.config import recorded_settings
     from workbench.agent.loop import MiniPTXAgent
     from workbench.cli.run_cmd import agent_config, build_model, drive_headless, finish
     from workbench.evaluate.executors import make_executor
 
     parent = read_session(path)
-    settings = {k: v for k, v in parent.start.settings.items() if k in AgentConfig.model_fields}
+    settings = recorded_settings(parent.start.settings)
     if turns is not None:
         settings["turns"] = turns
     executor_spec = executor or str(parent.start.settings.get("executor", "static"))
