@@ -57,12 +57,8 @@ FAMILY_DESCRIPTIONS: dict[str, str] = {
     "MMA_SYNC": "mma.sync/WMMA, the pre-Hopper tensor-core path",
     "SIMT_FMA": "SIMT fused multiply-add, no tensor core",
 }
-_FAMILY_OF: dict[str, str] = {
-    opcode: family
-    for table in (FAMILIES, FALLBACK_FAMILIES)
-    for family, ops in table.items()
-    for opcode in ops
-}
+_ALL_FAMILIES: dict[str, frozenset[str]] = {**FAMILIES, **FALLBACK_FAMILIES}
+_FAMILY_OF: dict[str, str] = {opcode: family for family, ops in _ALL_FAMILIES.items() for opcode in ops}
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 # `/*0650*/   @!P0 HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], R24, gsb0 ;  /* 0x... */`
@@ -122,9 +118,7 @@ def missing_family_message(required: str, opcodes: Mapping[str, int]) -> str:
     message = f"no {required} instruction ({wanted}, from {FAMILY_DESCRIPTIONS[required]}) in the SASS"
     instead: list[str] = []
     for family in (*FALLBACK_FAMILIES, *FAMILIES):
-        present = {
-            op: opcodes[op] for op in sorted({**FAMILIES, **FALLBACK_FAMILIES}[family]) if opcodes.get(op)
-        }
+        present = {op: opcodes[op] for op in sorted(_ALL_FAMILIES[family]) if opcodes.get(op)}
         if family != required and present:
             shown = ", ".join(f"{op} x{count}" for op, count in present.items())
             instead.append(f"{shown} ({FAMILY_DESCRIPTIONS[family]})")
