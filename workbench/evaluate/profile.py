@@ -19,7 +19,8 @@ import re
 
 TENSOR_FLOPS_METRIC = {"hopper": "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum"}
 PER_OPCODE_METRIC = "sass__thread_inst_executed_true_per_opcode"
-METRICS = (PER_OPCODE_METRIC, "gpu__time_duration.sum")
+TIME_METRIC = "gpu__time_duration.sum"
+METRICS = (PER_OPCODE_METRIC, TIME_METRIC)
 MIN_TENSOR_SHARE = 0.9
 
 _INSTANCE = re.compile(r"\s*([A-Za-z0-9_.]+)\s*:\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*")
@@ -108,8 +109,8 @@ def parse_raw_csv(text: str) -> list[dict]:
         for metric in TENSOR_FLOPS_METRIC.values():
             if metric in column and row[column[metric]].strip():
                 launch["tensor_flops"] = _number(row[column[metric]])
-        if "gpu__time_duration.sum" in column and row[column["gpu__time_duration.sum"]].strip():
-            launch["time_ns"] = _number(row[column["gpu__time_duration.sum"]])
+        if TIME_METRIC in column and row[column[TIME_METRIC]].strip():
+            launch["time_ns"] = _number(row[column[TIME_METRIC]])
         launches.append(launch)
     return launches
 
