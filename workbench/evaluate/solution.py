@@ -9,7 +9,6 @@ once, so the ban scan and nvcc see one file. When the entry symbol is not `run`,
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path, PurePosixPath
@@ -18,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workbench.errors import UserError
+from workbench.tasks.catalogue import _read_json
 
 _TRANSLATION_UNITS = (".cu", ".cpp", ".cc", ".cxx", ".c")
 _HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inl", ".inc")
@@ -124,16 +124,7 @@ def solution_source(solution: Solution, where: str = "solution") -> str:
 
 
 def load_solution(path: Path) -> Solution:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
+    data = _read_json(path)  # the catalogue's reader: the same messages for a missing or malformed file
     try:
         return Solution.model_validate(data)
     except ValidationError as exc:
