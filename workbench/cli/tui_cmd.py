@@ -89,7 +89,8 @@ def author(
     from workbench.evaluate.executors import make_executor
     from workbench.tasks import get_target, resolve_task
     from workbench.tui.app import WorkbenchApp
-    from workbench.tui.drivers.author import AuthorDriver, default_author_out
+    from workbench.tui.drivers.author import AuthorDriver
+    from workbench.tui.runs import default_out
 
     if not kernel.is_file():
         raise UserError(f"{kernel}: no such file (create it, then run `ptxwb author` on it)")
@@ -100,7 +101,7 @@ def author(
         target=target,
         kernel=kernel,
         executor=make_executor(executor),
-        out=out or default_author_out(task, target),
+        out=out or default_out(task, target, prefix="author_"),
         workload=workload,
     )
     WorkbenchApp.for_driver(driver, theme=theme).run()

@@ -13,9 +13,10 @@ from workbench.tui.drivers.live import LiveDriver, Pace, TuiHuman
 from workbench.tui.screens.session import SessionScreen
 
 
-def default_out(task: str, target: str) -> Path:
+def default_out(task: str, target: str, prefix: str = "") -> Path:
+    """runs/PREFIXTASK_TARGET_TIME.jsonl: where a session is written when no file is named."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return Path("runs") / f"{Path(task).stem}_{target}_{stamp}.jsonl"
+    return Path("runs") / f"{prefix}{Path(task).stem}_{target}_{stamp}.jsonl"
 
 
 def live_screen(task: str, target: str, model: str, executor: str, turns: int, pace: str) -> SessionScreen:

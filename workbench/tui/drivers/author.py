@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import time
 import uuid
 from pathlib import Path
 
@@ -20,11 +19,6 @@ from workbench.evaluate.request import EvalRequest, Executor, Progress
 from workbench.session.events import Candidate, Evaluation, Event, SessionEnd, SessionStart
 from workbench.session.log import SessionWriter
 from workbench.tui.drivers.base import Driver, Sink
-
-
-def default_author_out(task: str, target: str) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return Path("runs") / f"author_{Path(task).stem}_{target}_{stamp}.jsonl"
 
 
 class AuthorDriver(Driver):
