@@ -136,10 +136,6 @@ class OpenAIServer:
     def requests(self) -> list[Recorded]:
         return list(self._script.requests)
 
-    @property
-    def left(self) -> int:
-        return len(self._script.answers)
-
     def __enter__(self) -> Self:
         self._thread.start()
         return self
