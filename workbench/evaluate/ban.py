@@ -159,7 +159,7 @@ _LIBRARY_HEADERS: tuple[tuple[str, re.Pattern[str], str], ...] = (
 _CODE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("cublas", re.compile(r"\bcublas\w*", re.IGNORECASE), "cuBLAS/cuBLASLt is not allowed"),
     ("cudnn", re.compile(r"\bcudnn\w*", re.IGNORECASE), "cuDNN is not allowed"),
-    ("cutlass", re.compile(r"\bcutlass\w*|\bCUTLASS_\w+", re.IGNORECASE), "CUTLASS is not allowed"),
+    ("cutlass", re.compile(r"\bcutlass\w*", re.IGNORECASE), "CUTLASS is not allowed"),
     ("cutlass", re.compile(r"\bcute\s*::|\bnamespace\s+cute\b"), "CuTe is not allowed"),
     ("cub_thrust", re.compile(r"\b(cub|thrust)\s*::"), "CUB/Thrust kernels are not allowed"),
     (
