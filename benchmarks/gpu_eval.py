@@ -87,18 +87,24 @@ async def executor_runs(cache: Path, runs: int, pause_s: float) -> list[dict]:
     return rows
 
 
+def headline_spec() -> dict:
+    """The GPU spec of the headline task at its default workload."""
+    from workbench.evaluate.gpu_spec import gpu_spec
+    from workbench.tasks import Catalogue, get_target
+
+    task = Catalogue.load().get(TASK)
+    return gpu_spec(task, task.workload(), get_target("hopper"))
+
+
 def self_baseline(repeats: int = 5) -> dict:
     """cuBLAS as the candidate against cuBLAS as the baseline, interleaved like any candidate."""
     import torch
 
-    from workbench.evaluate.gpu_spec import gpu_spec
     from workbench.evaluate.inputs import make_inputs
     from workbench.evaluate.kernel_trace import open_trace
     from workbench.evaluate.timing import make_baselines, measure_ceilings, run_timing
-    from workbench.tasks import Catalogue, get_target
 
-    task = Catalogue.load().get(TASK)
-    spec = gpu_spec(task, task.workload(), get_target("hopper"))
+    spec = headline_spec()
     trace, _ = open_trace()
     ceilings = measure_ceilings()
     a, b = make_inputs(spec, spec["seed"])
@@ -128,14 +134,11 @@ def cupti_vs_events(library: str, trace) -> dict:
     import torch
     import tvm_ffi
 
-    from workbench.evaluate.gpu_spec import gpu_spec
     from workbench.evaluate.inputs import make_inputs, make_outputs
     from workbench.evaluate.kernel_trace import EventTrace
     from workbench.evaluate.timing import run_timing
-    from workbench.tasks import Catalogue, get_target
 
-    task = Catalogue.load().get(TASK)
-    spec = gpu_spec(task, task.workload(), get_target("hopper"))
+    spec = headline_spec()
     run = tvm_ffi.load_module(library).run
     inputs, outputs = make_inputs(spec, spec["seed"]), make_outputs(spec)
     rows = {}
