@@ -121,21 +121,16 @@ class Reply:
 class Child:
     """A child process speaking JSON lines on private pipes, in its own process group."""
 
-    def __init__(
-        self, argv: Sequence[str], env: dict[str, str] | None = None, cwd: str | None = None
-    ) -> None:
+    def __init__(self, argv: Sequence[str]) -> None:
         child_read, parent_write = os.pipe()
         parent_read, child_write = os.pipe()
-        child_env = dict(os.environ if env is None else env)
-        child_env[FDS_ENV] = f"{child_read},{child_write}"
         self.process = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             pass_fds=(child_read, child_write),
-            env=child_env,
-            cwd=cwd,
+            env={**os.environ, FDS_ENV: f"{child_read},{child_write}"},
             start_new_session=True,
         )
         os.close(child_read)
