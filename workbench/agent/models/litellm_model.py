@@ -80,17 +80,16 @@ class LitellmModel:
         self.backoff_s = backoff_s
         self.prices = (input_cost_per_token, output_cost_per_token)
 
+    def _request_options(self) -> dict[str, Any]:
+        """The optional litellm arguments that are set."""
+        given = {"api_base": self.api_base, "temperature": self.temperature, "max_tokens": self.max_tokens}
+        return {key: value for key, value in given.items() if value is not None}
+
     def settings(self) -> dict[str, object]:
         settings: dict[str, object] = {"retries": self.retries, "timeout_s": self.timeout_s}
-        for key, value in (
-            ("api_base", self.api_base),
-            ("temperature", self.temperature),
-            ("max_tokens", self.max_tokens),
-            ("input_cost_per_token", self.prices[0]),
-            ("output_cost_per_token", self.prices[1]),
-        ):
-            if value is not None:
-                settings[key] = value
+        settings.update(self._request_options())
+        prices = zip(("input_cost_per_token", "output_cost_per_token"), self.prices, strict=True)
+        settings.update((key, value) for key, value in prices if value is not None)
         return settings
 
     async def complete(
@@ -134,14 +133,8 @@ class LitellmModel:
             # Our own retry loop decides; litellm's and the provider SDK's would hide the errors from it.
             "num_retries": 0,
             "max_retries": 0,
+            **self._request_options(),
         }
-        for key, value in (
-            ("api_base", self.api_base),
-            ("temperature", self.temperature),
-            ("max_tokens", self.max_tokens),
-        ):
-            if value is not None:
-                options[key] = value
         began = time.monotonic()
         stream = await litellm.acompletion(**options)
         chunks: list[Any] = []
