@@ -167,8 +167,9 @@ _PTXAS_WARNING = re.compile(r"^ptxas\b.*?\bwarning\s*:\s*(.*)$")
 _FRONTEND_WARNING = re.compile(r"^\S+\(\d+\): warning #?([\w-]*):?\s*(.*)$")
 _FUNCTION_IN_WARNING = re.compile(r"function '([^']+)'")
 
-# Verified on nvcc 13.0: C7504/C7508 ('setmaxnreg' ignored ...), C7511/C7512/C7514/C7520 (wgmma.mma_async
-# serialized due to ...), C7517/C7519 (warpgroup.wait/arrive injected by the compiler).
+# Matched on the text, which ptxas 13.0 words the same way for every reason it gives ('setmaxnreg' ignored
+# ...; wgmma.mma_async instructions are serialized due to ...; warpgroup.wait/arrive is injected ...).
+# Codes seen in tests/test_build.py: C7508 (setmaxnreg), C7514 (wgmma serialised), C7517/C7519 (injected).
 _WARNING_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"setmaxnreg.*ignored", re.IGNORECASE), "setmaxnreg_ignored"),
     (re.compile(r"wgmma.*serialized", re.IGNORECASE), "wgmma_serialized"),
