@@ -121,6 +121,11 @@ class Session:
         self.profiler: subprocess.Popen | None = None
         self.profiler_output: CappedOutput | None = None
 
+    @property
+    def profile_axes(self) -> dict:
+        """The axes of the workload ncu profiles: the spec's smallest one, else the evaluated one."""
+        return (self.spec.get("profile") or {}).get("axes") or self.spec["axes"]
+
     def begin(self) -> dict:
         child = self.worker.take_child()
         self.child = child
@@ -160,8 +165,7 @@ class Session:
         ncu = self.worker.ncu
         if ncu is None or not self.kernels:
             return
-        profile = self.spec.get("profile") or {}
-        spec = {**self.spec, "axes": profile.get("axes") or self.spec["axes"]}
+        spec = {**self.spec, "axes": self.profile_axes}
         request = {"library": self.library, "spec": spec, "go_file": str(self.workdir / "go")}
         spec_path = self.workdir / "profile.json"
         spec_path.write_text(json.dumps(request))
@@ -215,7 +219,7 @@ class Session:
 
     def _dynamic(self) -> dict:
         profile = self.spec.get("profile") or {}
-        base = {"tool": None, "workload_axes": profile.get("axes") or self.spec["axes"]}
+        base = {"tool": None, "workload_axes": self.profile_axes}
         if self.worker.ncu is None:
             return {
                 **base,
