@@ -125,13 +125,17 @@ def for_mode(mode: str) -> list[Action]:
     return [a for a in ACTIONS if mode in a.modes]
 
 
+# action name (without its arguments) -> every mode it belongs to; asked on every binding refresh.
+_MODES: dict[str, frozenset[str]] = {}
+for _entry in ACTIONS:
+    _name = _entry.action.split("(")[0]
+    _MODES[_name] = _MODES.get(_name, frozenset()) | _entry.modes
+
+
 def is_mode_action(action: str, mode: str) -> bool | None:
     """Whether `action` belongs to `mode`; None when the table does not list it."""
-    for entry in ACTIONS:
-        if entry.action.split("(")[0] == action and mode in entry.modes:
-            return True
-    names = {entry.action.split("(")[0] for entry in ACTIONS}
-    return False if action in names else None
+    modes = _MODES.get(action)
+    return None if modes is None else mode in modes
 
 
 def key_label(keys: str) -> str:
