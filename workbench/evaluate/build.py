@@ -255,10 +255,9 @@ def check_link(library: Path) -> LinkReport:
     defined: set[str] = set()
     foreign: list[str] = []
     for line in done.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] in ("U", "w", "v"):
-            if parts[0] == "U" and not ALLOWED_IMPORT.search(parts[1]):
-                foreign.append(parts[1])
+        parts = line.split()  # `U name` / `w name` (undefined, weak), `address type name` (defined)
+        if len(parts) == 2 and parts[0] == "U" and not ALLOWED_IMPORT.search(parts[1]):
+            foreign.append(parts[1])
         elif len(parts) == 3:
             defined.add(parts[2])
     return LinkReport(EXPORT_SYMBOL in defined, sorted(foreign))
