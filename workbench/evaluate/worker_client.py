@@ -78,7 +78,9 @@ class WorkerClient:
             except TimeoutError:
                 await self.close()
                 raise WorkerError(f"the worker did not answer within {timeout_s:g} s") from None
-            except (BrokenPipeError, ConnectionResetError, json.JSONDecodeError) as exc:
+            except (BrokenPipeError, ConnectionResetError):  # it exited before reading the request
+                raise WorkerError(await self._why_gone()) from None
+            except json.JSONDecodeError as exc:
                 raise WorkerError(f"the worker connection broke: {exc}") from None
 
     async def evaluate_library(
