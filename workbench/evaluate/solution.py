@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workbench.errors import UserError
-from workbench.tasks.catalogue import _read_json
+from workbench.jsonfile import read_json
 
 _TRANSLATION_UNITS = (".cu", ".cpp", ".cc", ".cxx", ".c")
 _HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inl", ".inc")
@@ -124,7 +124,7 @@ def solution_source(solution: Solution, where: str = "solution") -> str:
 
 
 def load_solution(path: Path) -> Solution:
-    data = _read_json(path)  # the catalogue's reader: the same messages for a missing or malformed file
+    data = read_json(path)
     try:
         return Solution.model_validate(data)
     except ValidationError as exc:

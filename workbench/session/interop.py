@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 import workbench
 from workbench.errors import UserError
+from workbench.jsonfile import read_json
 from workbench.session.events import EVENT_ADAPTER, Candidate, Event, Message, SessionEnd, SessionStart
 from workbench.session.log import SessionRead, SessionWriter
 
@@ -118,12 +119,7 @@ def to_trajectory(read: SessionRead) -> dict[str, Any]:
 
 
 def _load_trajectory(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    data = read_json(path)
     if isinstance(data, list):  # the oldest mini-swe-agent files: a bare message list
         data = {"info": {}, "messages": data}
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):

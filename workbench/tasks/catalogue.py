@@ -11,6 +11,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from workbench.errors import UserError
+from workbench.jsonfile import read_json
 from workbench.paths import tasks_dir
 from workbench.tasks import cost
 from workbench.tasks.devices import DEVICES, speed_of_light_ms
@@ -27,19 +28,6 @@ def _describe(exc: ValidationError) -> str:
     return f"field {where}: {first['msg']}{more}"
 
 
-def _read_json(path: Path) -> object:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-
-
 def _validate(model: type[M], data: object, where: str) -> M:
     try:
         return model.model_validate(data)
@@ -48,7 +36,7 @@ def _validate(model: type[M], data: object, where: str) -> M:
 
 
 def load_definition(path: Path) -> Definition:
-    return _validate(Definition, _read_json(path), str(path))
+    return _validate(Definition, read_json(path), str(path))
 
 
 def load_workloads(path: Path, definition: Definition) -> list[Workload]:
@@ -139,7 +127,7 @@ class Catalogue:
     @classmethod
     def load(cls, root: Path | None = None) -> Catalogue:
         root = root or tasks_dir()
-        sidecar = _validate(Sidecar, _read_json(root / SIDECAR), str(root / SIDECAR))
+        sidecar = _validate(Sidecar, read_json(root / SIDECAR), str(root / SIDECAR))
         tasks: dict[str, Task] = {}
         for path in sorted((root / "definitions").glob("*.json"), key=_natural):
             definition = load_definition(path)

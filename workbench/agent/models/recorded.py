@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,6 +9,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from workbench.agent.models.base import Author, ChatMessage, ModelExhausted, OnDelta, OnRetry, Reply
 from workbench.errors import UserError
+from workbench.jsonfile import read_json
 from workbench.session.events import Message
 from workbench.session.log import read_session
 
@@ -46,12 +46,7 @@ class ScriptedModel(_Recorded):
     author: Author = "scripted"
 
     def __init__(self, path: Path) -> None:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UserError(f"{path}: no such file") from None
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        data = read_json(path)
         try:
             texts = TypeAdapter(list[str]).validate_python(data)
         except ValidationError:
