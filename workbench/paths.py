@@ -6,6 +6,7 @@ the knowledge packs and the shipped sessions are read from the checkout's top-le
 """
 
 import os
+import time
 from pathlib import Path
 
 
@@ -26,3 +27,9 @@ def knowledge_packs_dir() -> Path:
 
 def sessions_dir() -> Path:
     return project_root() / "sessions"
+
+
+def new_session_path(task: str, target: str, prefix: str = "") -> Path:
+    """runs/PREFIXTASK_TARGET_TIME.jsonl: where a session is written when no file is named."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return Path("runs") / f"{prefix}{Path(task).stem}_{target}_{stamp}.jsonl"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
@@ -23,14 +22,10 @@ from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import ChatMessage, HumanWriter, Model, make_model
 from workbench.errors import UserError
 from workbench.evaluate.executors import make_executor
+from workbench.paths import new_session_path
 from workbench.session.events import Candidate, Evaluation, Message, SessionEnd, SessionStart
 
 END_LINE = "."
-
-
-def default_out(task: str, target: str) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return Path("runs") / f"{Path(task).stem}_{target}_{stamp}.jsonl"
 
 
 def agent_config(**values: object) -> AgentConfig:
@@ -225,7 +220,7 @@ def run(
         pack_variant=pack_variant,
         workload=workload,
     )
-    out = out or default_out(task, target)
+    out = out or new_session_path(task, target)
     console = Console(highlight=False)
     if headless or not console.is_terminal:
         agent = MiniPTXAgent(

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from workbench.errors import UserError
-from workbench.paths import sessions_dir
+from workbench.paths import new_session_path, sessions_dir
 
 THEME_HELP = "Textual theme, e.g. textual-dark, nord, gruvbox, textual-light."
 
@@ -90,7 +90,6 @@ def author(
     from workbench.tasks import get_target, resolve_task
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.drivers.author import AuthorDriver
-    from workbench.tui.runs import default_out
 
     if not kernel.is_file():
         raise UserError(f"{kernel}: no such file (create it, then run `ptxwb author` on it)")
@@ -101,7 +100,7 @@ def author(
         target=target,
         kernel=kernel,
         executor=make_executor(executor),
-        out=out or default_out(task, target, prefix="author_"),
+        out=out or new_session_path(task, target, prefix="author_"),
         workload=workload,
     )
     WorkbenchApp.for_driver(driver, theme=theme).run()

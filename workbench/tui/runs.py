@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 from workbench.agent.config import AgentConfig
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import make_model
 from workbench.evaluate.executors import make_executor
+from workbench.paths import new_session_path
 from workbench.tui.drivers.live import LiveDriver, Pace, TuiHuman
 from workbench.tui.screens.session import SessionScreen
-
-
-def default_out(task: str, target: str, prefix: str = "") -> Path:
-    """runs/PREFIXTASK_TARGET_TIME.jsonl: where a session is written when no file is named."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return Path("runs") / f"{prefix}{Path(task).stem}_{target}_{stamp}.jsonl"
 
 
 def live_screen(task: str, target: str, model: str, executor: str, turns: int, pace: str) -> SessionScreen:
@@ -27,7 +19,7 @@ def live_screen(task: str, target: str, model: str, executor: str, turns: int, p
         target=target,
         model=make_model(model, human=human),
         executor=make_executor(executor),
-        out=default_out(task, target),
+        out=new_session_path(task, target),
         config=AgentConfig(turns=turns),
     )
     chosen: Pace = "step" if pace == "step" else "auto"
