@@ -55,6 +55,7 @@ def test_dlopen_kernel_is_banned_but_its_comment_is_not() -> None:
         ("int x;\n\nauto t = cute::make_tensor(p);\n", [(3, "cutlass")]),
         ("CUTLASS_DEVICE void f();\n", [(1, "cutlass")]),
         ("void* h = dlopen(name, 1);\n", [(1, "dynamic_loading")]),
+        ("int x;\ncudaProfilerStop();\n", [(2, "profiler_control")]),
         ('const char* lib = "libcudnn_ops.so";\n', [(1, "library_name")]),
         ('const char* n = R"x(libfoo.so.1)x";\n', [(1, "library_name")]),
     ],

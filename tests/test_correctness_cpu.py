@@ -3,9 +3,12 @@ correctness runs against candidates written in torch (the GPU children run the s
 
 from __future__ import annotations
 
+import math
+
+import pytest
 import torch
 
-from workbench.evaluate.correctness import changed_inputs, compare_output, run_correctness
+from workbench.evaluate.correctness import changed_inputs, compare_output, run_correctness, unravel
 from workbench.evaluate.gpu_spec import gpu_spec, profile_workload
 from workbench.tasks import Catalogue, get_target
 
@@ -120,3 +123,11 @@ def test_a_result_cached_by_address_is_replayed_stale_and_caught() -> None:
     stage = run_correctness(cached, cpu_gemm_spec(), None, None)
     assert stage["status"] == "incorrect_numerical"
     assert stage["message"].startswith("trial 2")
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 3, 4, 5), (1, 1, 9)])
+def test_unravel_matches_torch_for_every_position(shape: tuple[int, ...]) -> None:
+    total = math.prod(shape)
+    for flat in range(total):
+        expected = [int(i) for i in torch.unravel_index(torch.tensor(flat), shape)]
+        assert unravel(flat, shape) == expected

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from workbench.evaluate.profile import (
     dynamic_stage,
-    kernel_filter,
     ncu_command,
     parse_instances,
     parse_raw_csv,
@@ -75,13 +74,29 @@ def test_blackwell_has_opcode_proof_without_a_flop_metric() -> None:
     assert "no tensor-FLOP metric" in stage["message"]
 
 
-def test_the_ncu_command_profiles_only_the_candidates_kernels() -> None:
-    names = ["_Z17wgmma_gemm_kernel14CUtensorMap_stS_P13__nv_bfloat16iii", "_Z3fooIiEvv.cold$1"]
-    command = ncu_command("ncu", "/tmp/r", names, "hopper", ["python", "x.py"])
+def test_the_ncu_command_profiles_only_the_profiler_range_into_a_log_file() -> None:
+    command = ncu_command("ncu", "/tmp/run/ncu.log", "hopper", ["python", "x.py"])
     assert command[command.index("--clock-control") + 1] == "none"
-    assert command[command.index("--kernel-name-base") + 1] == "mangled"
+    assert command[command.index("--profile-from-start") + 1] == "off"
+    assert command[command.index("--print-kernel-base") + 1] == "mangled"
+    assert command[command.index("--log-file") + 1] == "/tmp/run/ncu.log"
+    assert command[command.index("--page") + 1] == "raw" and "--csv" in command
     assert "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum" in command[command.index("--metrics") + 1]
     assert command[-2:] == ["python", "x.py"]
-    assert kernel_filter(names) == (
-        r"regex:^(_Z17wgmma_gemm_kernel14CUtensorMap_stS_P13__nv_bfloat16iii|_Z3fooIiEvv\.cold\$1)$"
-    )
+    blackwell = ncu_command("ncu", "/tmp/run/ncu.log", "blackwell", ["python", "x.py"])
+    assert "hgmma" not in blackwell[blackwell.index("--metrics") + 1]
+
+
+def test_kernels_the_candidate_does_not_define_never_count() -> None:
+    (launch,) = launches("wgmma_gemm")
+    foreign = {**launch, "name": "nvjet_sm90_tst_256x128_64x4_2x1_v_bz_coopA_TNT"}
+    own = {launch["name"]}
+    stage = dynamic_stage([launch, foreign], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper", own)
+    assert (
+        stage["status"] == "passed" and stage["tensor_share"] == 1.0
+    )  # not 2.0: cuBLAS's work is not counted
+    assert stage["ignored_kernels"] == [foreign["name"]]
+    assert "not its own left out" in stage["message"]
+    alone = dynamic_stage([foreign], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper", own)
+    assert alone["status"] == "dynamic_not_executed" and alone["tensor_flops"] is None
+    assert "it does not define: nvjet_sm90" in alone["message"]

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.evaluate.timing import speed_of_light_ms, summarize, timing_message
+from workbench.evaluate.timing import (
+    MAX_ITERATIONS,
+    speed_of_light_ms,
+    summarize,
+    timed_iterations,
+    timing_message,
+)
 
 
 def test_summary_has_median_quartiles_and_extremes() -> None:
@@ -36,3 +42,10 @@ def test_the_message_flags_a_result_faster_than_light() -> None:
     assert "speed of light 0.8 ms (measured here: 790 TFLOP/s bf16, 4.30 TB/s)" in text
     stage["method"], stage["faster_than_light"] = "events", False
     assert "CUDA events" in timing_message(stage) and "FLAGGED" not in timing_message(stage)
+
+
+def test_timed_iterations_fill_the_budget_between_the_minimum_and_the_cap() -> None:
+    assert timed_iterations(50, 0.002, 0.3) == 150  # a 1 ms GEMM and its baseline: 2 ms a round
+    assert timed_iterations(50, 0.05, 0.3) == 50  # slow rounds keep the minimum
+    assert timed_iterations(50, 1e-6, 0.3) == MAX_ITERATIONS
+    assert timed_iterations(500, 0.002, 0.3) == 500  # an explicit minimum above the cap wins

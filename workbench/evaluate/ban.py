@@ -167,6 +167,11 @@ _CODE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         re.compile(r"\b(dlopen|dlmopen|dlsym|dlvsym)\s*\("),
         "dynamic loading is not allowed",
     ),
+    (
+        "profiler_control",
+        re.compile(r"\b(cudaProfilerStart|cudaProfilerStop|cuProfilerStart|cuProfilerStop)\b"),
+        "starting or stopping the profiler is the evaluator's (it brackets the profiled call)",
+    ),
 )
 
 # (rule, pattern over the contents of a string literal, why)

@@ -5,9 +5,9 @@ it prepares torch, TVM-FFI and CUPTI before any candidate exists (so a spare can
 answers requests on the pipes `isolation.py` set up. Whatever the candidate does to this process — a
 CUDA fault, a trap, a hang, exit(), a flood on stdout — ends this process only; the worker sees it.
 
-`python -m workbench.evaluate.child profile SPEC.json` is the process Nsight Compute launches: it makes
-the inputs of the profiling workload, waits for the go file (so its start-up overlaps correctness),
-then calls the candidate once.
+`python -m workbench.evaluate.child profile DIR WORKER_PID` is the process Nsight Compute launches ahead
+of its candidate: it waits for the candidate in DIR, makes the inputs of the profiling workload, waits
+for the go file, then calls the candidate once between cudaProfilerStart and cudaProfilerStop.
 
 Standard library, torch, tvm_ffi and (optionally) cupti-python only.
 """
@@ -40,6 +40,16 @@ def serve() -> int:
 
     torch.cuda.init()
     torch.zeros(1, device="cuda")  # create the context now, not inside the first timed call
+    # Everything the tiers load on first use, loaded while no candidate waits: the tier modules and
+    # cuBLAS's handle (the GEMM reference and baseline).
+    import workbench.evaluate.correctness
+    import workbench.evaluate.timing  # noqa: F401
+
+    torch.matmul(
+        torch.ones(64, 64, device="cuda", dtype=torch.bfloat16),
+        torch.ones(64, 64, device="cuda", dtype=torch.bfloat16),
+    )
+    torch.cuda.synchronize()
     trace, trace_note = open_trace()
     channel.write(
         {
@@ -112,35 +122,55 @@ def _timing(state: dict, trace, trace_note: str, request: dict) -> dict:
     return {"stage": stage, "ceilings": ceilings}
 
 
-def profile(spec_path: str) -> int:
-    """One call of the candidate for Nsight Compute, at the profiling workload."""
+def _wait_for(path: Path, parent: int) -> bool:
+    """Poll for `path`; False once the worker that launched us is gone (a spare must not outlive it)."""
+    polls = 0
+    while not path.exists():
+        polls += 1
+        if polls % 100 == 0:
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                return False
+        time.sleep(0.005)
+    return True
+
+
+def profile(workdir: str, parent: int) -> int:
+    """The process ncu profiles: ready before its candidate exists, then one call inside
+    cudaProfilerStart/Stop at the profiling workload (see `profiled_process.py`)."""
     import torch
     import tvm_ffi
 
     from workbench.evaluate.inputs import make_inputs, make_outputs
 
-    request = json.loads(Path(spec_path).read_text())
+    folder = Path(workdir)
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")
+    (folder / "ready").touch()
+    if not _wait_for(folder / "request.json", parent):
+        return 3
+    request = json.loads((folder / "request.json").read_text())
     spec = request["spec"]
     module = tvm_ffi.load_module(request["library"])
     inputs = make_inputs(spec, int(spec["seed"]))
     outputs = make_outputs(spec)
     torch.cuda.synchronize()
-    go = request.get("go_file")
-    if go:
-        deadline = time.monotonic() + float(request.get("wait_s", 3600))
-        while not os.path.exists(go):
-            if time.monotonic() > deadline:
-                print("profile child: no go signal", file=sys.stderr)
-                return 3
-            time.sleep(0.005)
+    if not _wait_for(folder / "go", parent):
+        return 3
+    torch.cuda.profiler.start()
     module.run(*inputs, *outputs)
     torch.cuda.synchronize()
-    return 0
+    torch.cuda.profiler.stop()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # ncu holds every result once profiling stops; an orderly CUDA teardown under ncu cost ~1 s more.
+    os._exit(0)
 
 
 def main() -> None:
-    if len(sys.argv) >= 3 and sys.argv[1] == "profile":
-        sys.exit(profile(sys.argv[2]))
+    if len(sys.argv) >= 4 and sys.argv[1] == "profile":
+        sys.exit(profile(sys.argv[2], int(sys.argv[3])))
     sys.exit(serve())
 
 

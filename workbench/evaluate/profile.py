@@ -1,8 +1,11 @@
 """Tier 4, the dynamic proof: Nsight Compute on one call of the candidate, its own kernels only.
 
-`ncu --clock-control none` profiles the kernels whose mangled names the candidate's cubin defines
-(`--kernel-name regex:^(...)$`), in a child that makes the inputs of the task's smallest workload and
-calls the candidate once. From the report (`--page raw --print-metric-instances details`):
+ncu is launched before the candidate exists (`--profile-from-start off`), so its start-up and the
+profiled process's torch import happen between evaluations; it profiles only what runs between
+cudaProfilerStart and cudaProfilerStop, which the profiled child puts around its one call of the
+candidate at the task's smallest workload. The raw page is printed straight into a log file (no export
+and re-import). Kernel names are printed mangled and only the candidate's own kernels (the mangled names
+its cubin defines) count:
 - `sass__thread_inst_executed_true_per_opcode`: predicate-true thread executions per SASS opcode, so a
   wgmma behind a branch never taken, or predicated off, counts zero;
 - on Hopper, `sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum`: tensor-pipe FLOPs, against the task's
@@ -26,12 +29,8 @@ MIN_TENSOR_SHARE = 0.9
 _INSTANCE = re.compile(r"\s*([A-Za-z0-9_.]+)\s*:\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*")
 
 
-def kernel_filter(kernels: list[str]) -> str:
-    """ncu's `--kernel-name` value matching exactly these mangled names."""
-    return "regex:^(" + "|".join(re.escape(name) for name in sorted(set(kernels))) + ")$"
-
-
-def ncu_command(ncu: str, report: str, kernels: list[str], target: str, app: list[str]) -> list[str]:
+def ncu_command(ncu: str, log_file: str, target: str, app: list[str]) -> list[str]:
+    """ncu around `app`, profiling only the cudaProfilerStart/Stop range, raw page as CSV into `log_file`."""
     metrics = list(METRICS)
     if target in TENSOR_FLOPS_METRIC:
         metrics.append(TENSOR_FLOPS_METRIC[target])
@@ -41,24 +40,12 @@ def ncu_command(ncu: str, report: str, kernels: list[str], target: str, app: lis
         "none",
         "--target-processes",
         "all",
-        "--kernel-name-base",
+        "--profile-from-start",
+        "off",
+        "--print-kernel-base",
         "mangled",
-        "--kernel-name",
-        kernel_filter(kernels),
         "--metrics",
         ",".join(metrics),
-        "--export",
-        report,
-        "--force-overwrite",
-        *app,
-    ]
-
-
-def import_command(ncu: str, report: str) -> list[str]:
-    return [
-        ncu,
-        "--import",
-        report,
         "--page",
         "raw",
         "--csv",
@@ -66,6 +53,9 @@ def import_command(ncu: str, report: str) -> list[str]:
         "base",
         "--print-metric-instances",
         "details",
+        "--log-file",
+        log_file,
+        *app,
     ]
 
 
@@ -121,8 +111,15 @@ def dynamic_stage(
     required: str,
     task_flops: float | None,
     target: str,
+    own_kernels: set[str] | None = None,
 ) -> dict:
-    """The dynamic stage dict from the parsed launches of one profiled call."""
+    """The dynamic stage dict from the parsed launches of one profiled call. With `own_kernels`, a launch
+    of any other kernel (cuBLAS reached through dlopen, say) is left out: its instructions and tensor work
+    never count for the candidate (the correctness tier fails such a call as foreign_kernel)."""
+    foreign = []
+    if own_kernels is not None:
+        foreign = sorted({launch["name"] for launch in launches if launch["name"] not in own_kernels})
+        launches = [launch for launch in launches if launch["name"] in own_kernels]
     opcodes: dict[str, float] = {}
     tensor_flops: float | None = None
     for launch in launches:
@@ -148,9 +145,13 @@ def dynamic_stage(
         "task_flops": task_flops,
         "tensor_share": None,
     }
+    if foreign:
+        stage["ignored_kernels"] = foreign
     if not launches:
         stage["status"] = "dynamic_not_executed"
-        stage["message"] = "the profiled call ran none of the candidate's kernels"
+        stage["message"] = "the profiled call ran none of the candidate's kernels" + (
+            f" (only {len(foreign)} kernel(s) it does not define: {', '.join(foreign[:3])})" if foreign else ""
+        )
         return stage
     if not stage["required_executed"]:
         wanted = "/".join(sorted(families.get(required, [])))
@@ -177,4 +178,6 @@ def dynamic_stage(
     else:
         note = "" if target in TENSOR_FLOPS_METRIC else f" (no tensor-FLOP metric for {target} yet)"
         stage["message"] = f"{required}: {threads:,} predicate-true thread executions{note}"
+    if foreign:
+        stage["message"] += f"; {len(foreign)} kernel(s) not its own left out: {', '.join(foreign[:3])}"
     return stage

@@ -121,6 +121,9 @@ class DynamicStage(StageBase):
     tensor_flops: float | None = None
     task_flops: float | None = None
     tensor_share: float | None = None
+    ignored_kernels: list[str] = Field(
+        default_factory=list, description="profiled in the call but not the candidate's own: never counted"
+    )
 
 
 class TimingStats(_Model):

@@ -29,12 +29,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from workbench.evaluate.isolation import CappedOutput, Child, describe_exit, first_useful_line, kill_group
-from workbench.evaluate.profile import dynamic_stage, import_command, ncu_command, parse_raw_csv
+from workbench.evaluate.isolation import Child, describe_exit, first_useful_line
+from workbench.evaluate.profile import dynamic_stage, parse_raw_csv
+from workbench.evaluate.profiled_process import ProfiledProcess
 
 PROTOCOL = 1
 GPU_STAGES = ("correctness", "dynamic", "timing")
@@ -101,7 +101,7 @@ def _failure(status: str, what: str, reply) -> dict:
 
 
 class Session:
-    """The GPU stages of one candidate: its child, and its Nsight Compute run prepared alongside."""
+    """The GPU stages of one candidate: its child, and its Nsight Compute run (started before it)."""
 
     def __init__(self, worker: Worker, request: dict) -> None:
         self.worker = worker
@@ -117,9 +117,7 @@ class Session:
         self.failed: dict | None = None
         self.device: str | None = None
         self.trace_method: str | None = None
-        self.workdir = Path(tempfile.mkdtemp(prefix="ptxwb-gpu-"))
-        self.profiler: subprocess.Popen | None = None
-        self.profiler_output: CappedOutput | None = None
+        self.profiler: ProfiledProcess | None = None
 
     @property
     def profile_axes(self) -> dict:
@@ -129,8 +127,10 @@ class Session:
     def begin(self) -> dict:
         child = self.worker.take_child()
         self.child = child
-        if "dynamic" in self.stages:
-            self._start_profiler()  # its start-up overlaps the child's and the whole correctness tier
+        if "dynamic" in self.stages and self.kernels and self.worker.ncu:
+            # The profiled process loads the module and makes its inputs while correctness runs.
+            self.profiler = self.worker.take_profiler(self.spec.get("target", ""))
+            self.profiler.submit(self.library, {**self.spec, "axes": self.profile_axes})
         ready = child.receive(self.timeouts["start_s"])
         if not ready.ok:
             self.failed = {
@@ -158,29 +158,6 @@ class Session:
             "trace": self.trace_method,
             **(self.failed or {}),
         }
-
-    def _start_profiler(self) -> None:
-        """Launch ncu now: the profiled child imports torch and makes its inputs while correctness runs,
-        then waits for the go file before its one call."""
-        ncu = self.worker.ncu
-        if ncu is None or not self.kernels:
-            return
-        spec = {**self.spec, "axes": self.profile_axes}
-        request = {"library": self.library, "spec": spec, "go_file": str(self.workdir / "go")}
-        spec_path = self.workdir / "profile.json"
-        spec_path.write_text(json.dumps(request))
-        app = [*child_argv(), "profile", str(spec_path)]
-        command = ncu_command(
-            ncu, str(self.workdir / "profile"), self.kernels, self.spec.get("target", ""), app
-        )
-        self.profiler = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.profiler_output = CappedOutput(self.profiler.stdout)
 
     def stage(self, name: str, request: dict) -> dict:
         started = time.perf_counter()
@@ -239,60 +216,39 @@ class Session:
                 "message": "the candidate's module defines no kernel: none of its own instructions ran",
             }
         base["tool"] = f"ncu {self.worker.ncu_version()}"
-        assert self.profiler is not None and self.profiler_output is not None
-        (self.workdir / "go").touch()
+        profiler = self.profiler
+        assert profiler is not None
+        profiler.go()
         started = time.perf_counter()
-        try:
-            self.profiler.wait(timeout=self.timeouts["dynamic_s"])
-        except subprocess.TimeoutExpired:
-            kill_group(self.profiler)
+        if not profiler.wait(self.timeouts["dynamic_s"]):
             return {
                 **base,
                 "status": "timeout",
                 "message": f"the profiled call did not finish within {self.timeouts['dynamic_s']:g} s",
             }
         waited_s = time.perf_counter() - started
-        self.profiler_output.join()
-        output = self.profiler_output.text()
-        report = self.workdir / "profile.ncu-rep"
-        if self.profiler.returncode != 0 or not report.is_file():
-            errors = [line for line in output.splitlines() if line.startswith("==ERROR==")]
-            evidence = (
-                errors[0]
-                if errors
-                else first_useful_line(
-                    "\n".join(line for line in output.splitlines() if not line.startswith("=="))
-                )
-            )
+        report = profiler.report()
+        launches = parse_raw_csv(report)
+        if profiler.returncode != 0 or (not launches and "==ERROR==" in report):
+            errors = [line for line in report.splitlines() if line.startswith("==ERROR==")]
+            evidence = errors[0] if errors else first_useful_line(profiler.app_output())
             status = "infrastructure_error" if errors else "runtime_error"
             return {
                 **base,
                 "status": status,
-                "message": f"the profiled call {describe_exit(self.profiler.returncode)}"
+                "message": f"the profiled call {describe_exit(profiler.returncode)}"
                 + (f": {evidence}" if evidence else ""),
             }
-        imported = subprocess.run(
-            import_command(self.worker.ncu, str(report)),
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=self.timeouts["dynamic_s"],
-        )
-        # ncu profiled only the module's own kernels (the --kernel-name filter): a foreign kernel's
-        # tensor work can never count for the candidate here.
-        launches = parse_raw_csv(imported.stdout)
-        read_s = time.perf_counter() - started - waited_s
         stage = dynamic_stage(
             launches,
             self.spec.get("families") or {},
             self.spec.get("required_family", ""),
             profile.get("flops") or self.spec.get("flops"),
             self.spec.get("target", ""),
+            set(self.kernels),
         )
-        # Where the tier's time goes (the profiled process starts while correctness runs).
-        stage["message"] += (
-            f" [ncu finished {waited_s:.1f} s after the go signal; report read in {read_s:.1f} s]"
-        )
+        # Where the tier's time goes (ncu and its process started before this candidate).
+        stage["message"] += f" [ncu finished {waited_s:.1f} s after the go signal]"
         return {**base, **stage}
 
     def end(self) -> None:
@@ -300,9 +256,8 @@ class Session:
             # Killed, not asked to exit: it holds nothing worth a graceful shutdown, and CUDA and
             # CUPTI teardown in an orderly exit took seconds on the H200.
             self.child.close()
-        if self.profiler is not None and self.profiler.poll() is None:
-            kill_group(self.profiler)
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.profiler is not None:
+            self.profiler.close()
 
 
 class Worker:
@@ -313,6 +268,8 @@ class Worker:
         self.ceilings: dict | None = None
         self.session: Session | None = None
         self.spare: Child | None = None
+        self.spare_profiler: ProfiledProcess | None = None
+        self.target: str | None = None  # the last candidate's: the next is most likely the same
         self.ncu = find_ncu()
         self._ncu_version: str | None = None
 
@@ -331,10 +288,23 @@ class Worker:
             child = Child(child_argv())
         return child
 
+    def take_profiler(self, target: str) -> ProfiledProcess:
+        """The spare ncu run when it was started for this target and is still waiting, else a new one."""
+        self.target = target
+        profiler, self.spare_profiler = self.spare_profiler, None
+        if profiler is not None and (profiler.target != target or not profiler.alive()):
+            profiler.close()
+            profiler = None
+        assert self.ncu is not None
+        return profiler or ProfiledProcess(self.ncu, target, child_argv())
+
     def warm_spare(self) -> None:
-        """Start the next candidate's process now, between candidates, so its start-up is off the clock."""
+        """Start the next candidate's processes now, between candidates, so their start-up is off the
+        clock: its child, and its ncu run for the target the last candidate had."""
         if self.spare is None:
             self.spare = Child(child_argv())
+        if self.spare_profiler is None and self.ncu and self.target:
+            self.spare_profiler = ProfiledProcess(self.ncu, self.target, child_argv())
 
     def reply(self, request: dict, message: dict) -> None:
         if "id" in request:
@@ -422,6 +392,9 @@ class Worker:
         if self.spare is not None:
             self.spare.close()
             self.spare = None
+        if self.spare_profiler is not None:
+            self.spare_profiler.close()
+            self.spare_profiler = None
 
 
 def remote_build(request: dict) -> dict:
