@@ -18,7 +18,7 @@ refs=(
   "references/attention/mha_bwd_d128.cu mha_bwd_d128"
   "references/attention/mha_bwd_d128_causal.cu mha_bwd_d128_causal"
 )
-{ echo "# h200_check: $(date -u +%FT%TZ), git $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"; } | tee "$out/summary.log"
+{ echo "# h200_check: $(date -u +%FT%TZ), git ${PTXWB_GIT_SHA:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")}, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"; } | tee "$out/summary.log"
 # Warm the build cache for the references in the background while the GPU runs the other steps.
 for ref in "${refs[@]}"; do
   read -r file task <<<"$ref"
