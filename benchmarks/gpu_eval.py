@@ -125,7 +125,12 @@ def self_baseline(repeats: int = 5) -> dict:
     ratios, spreads = [], []
     for _ in range(repeats):
         stage = run_timing(
-            lambda: torch.matmul(a, b.T, out=out), make_baselines(spec, [a, b]), trace, spec, ceilings, None
+            lambda: torch.matmul(a, b.T, out=out),
+            make_baselines(spec, [a, b])[0],
+            trace,
+            spec,
+            ceilings,
+            None,
         )
         ratios.append(stage["speedup"])
         candidate = stage["candidate"]

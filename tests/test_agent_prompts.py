@@ -30,7 +30,9 @@ def test_system_prompt_has_instructions_and_pack_whose_abi_chapter_is_the_abi_ex
     pack = load_pack(target)
     assert (pack_id, pack_hash) == (pack.pack_id(), pack.sha256())
     assert system.startswith("You write one CUDA kernel") and system.endswith(pack.prompt_text())
-    assert "one fenced ```cuda block" in system and get_target(target).gencode in system and "cuBLAS" in system
+    assert (
+        "one fenced ```cuda block" in system and get_target(target).gencode in system and "cuBLAS" in system
+    )
     # The kernel contract appears once: as the pack's ABI chapter, with its own `run` example.
     assert system.count(ABI_CHAPTER) == 1 and "# ABI example" not in system
     abi = next(f for f in pack.files if f.path == "common/abi.md")

@@ -16,8 +16,14 @@ PTXWB = Path(sys.executable).parent / "ptxwb"
 
 
 def ptxwb(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(PTXWB), *args], check=False, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [str(PTXWB), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_tasks_json_lists_31_with_five_headline() -> None:
@@ -26,7 +32,11 @@ def test_tasks_json_lists_31_with_five_headline() -> None:
     rows = json.loads(done.stdout)
     assert len(rows) == 31
     assert sorted(r["name"] for r in rows if r["headline"]) == [
-        "gemm_n7168_k5120", "mha_bwd_d128", "mha_bwd_d128_causal", "mha_with_lse_d128", "mha_with_lse_d128_causal",
+        "gemm_n7168_k5120",
+        "mha_bwd_d128",
+        "mha_bwd_d128_causal",
+        "mha_with_lse_d128",
+        "mha_with_lse_d128_causal",
     ]
 
 
@@ -82,8 +92,12 @@ def test_doctor_names_keys_but_never_values() -> None:
 
 def test_session_show_reports_what_a_cut_file_dropped(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    with SessionWriter(path, SessionStart(session_id="abc", task="gemm_n7168_k5120", target="hopper",
-                                          model="human", author="human")) as writer:
+    with SessionWriter(
+        path,
+        SessionStart(
+            session_id="abc", task="gemm_n7168_k5120", target="hopper", model="human", author="human"
+        ),
+    ) as writer:
         writer.append(SessionEnd(reason="stopped_by_person"))
     data = path.read_bytes()
     path.write_bytes(data[:-5])

@@ -21,8 +21,14 @@ TARGETS = ("hopper", "blackwell")
 
 
 def ptxwb(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(PTXWB), *args], check=False, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [str(PTXWB), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_both_targets_have_a_pack() -> None:
@@ -67,7 +73,11 @@ def test_each_variant_appends_one_pattern_and_changes_the_id(target: str) -> Non
 
 def test_hopper_offers_the_four_paper_variants() -> None:
     assert set(load_pack("hopper").variants) == {
-        "warp_specialization", "cluster_multicast", "fa3_forward", "fa3_backward"}
+        "warp_specialization",
+        "cluster_multicast",
+        "fa3_forward",
+        "fa3_backward",
+    }
 
 
 def test_unknown_target_and_variant_are_user_errors() -> None:
@@ -104,12 +114,15 @@ def test_editing_a_file_changes_the_hash(tmp_path: Path, monkeypatch: pytest.Mon
     assert load_pack("hopper").sha256() != before
 
 
-def test_manifest_paths_may_not_escape_the_packs_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_manifest_paths_may_not_escape_the_packs_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pack_dir = tmp_path / "knowledge_packs" / "hopper"
     pack_dir.mkdir(parents=True)
     (tmp_path / "secret.md").write_text("outside")
-    (pack_dir / "pack.json").write_text(json.dumps(
-        {"name": "hopper", "target": "hopper", "title": "x", "files": ["../../secret.md"]}))
+    (pack_dir / "pack.json").write_text(
+        json.dumps({"name": "hopper", "target": "hopper", "title": "x", "files": ["../../secret.md"]})
+    )
     monkeypatch.setenv("PTXWB_HOME", str(tmp_path))
     with pytest.raises(UserError, match="outside"):
         load_pack("hopper")

@@ -26,8 +26,9 @@ needs_nvcc = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not i
 needs_cuobjdump = pytest.mark.skipif(find_tool("cuobjdump") is None, reason="cuobjdump is not installed")
 
 # A helper is a function defined in a header: `__device__ __forceinline__ T name(` or `inline T name(`.
-HELPER = re.compile(r"^(?:template <[^>]*>\s*)?(?:__device__ __forceinline__|inline)\s+[\w:<>\s]+?\b(\w+)\(",
-                    re.MULTILINE)
+HELPER = re.compile(
+    r"^(?:template <[^>]*>\s*)?(?:__device__ __forceinline__|inline)\s+[\w:<>\s]+?\b(\w+)\(", re.MULTILINE
+)
 
 
 def header_paths(target: str) -> list[Path]:
@@ -38,24 +39,40 @@ def header_paths(target: str) -> list[Path]:
 def check_units(target: str) -> list[Path]:
     """The check translation units that include at least one of the pack's headers."""
     names = {p.name for p in header_paths(target)}
-    return [cu for cu in sorted(CHECKS.glob("*.cu"))
-            if any(f'#include "{n}"' in cu.read_text() for n in names)]
+    return [
+        cu for cu in sorted(CHECKS.glob("*.cu")) if any(f'#include "{n}"' in cu.read_text() for n in names)
+    ]
 
 
 @cache
 def compile_cubin(source: Path, target: str, out_dir: Path) -> Path:
     includes = header_dirs(target)
     cubin = out_dir / f"{source.stem}.{target}.cubin"
-    cmd = [str(find_tool("nvcc")), "-std=c++17", "-O2", "-cubin", "-gencode", get_target(target).gencode,
-           *(f"-I{d}" for d in includes), "-o", str(cubin), str(source)]
+    cmd = [
+        str(find_tool("nvcc")),
+        "-std=c++17",
+        "-O2",
+        "-cubin",
+        "-gencode",
+        get_target(target).gencode,
+        *(f"-I{d}" for d in includes),
+        "-o",
+        str(cubin),
+        str(source),
+    ]
     done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
     return cubin
 
 
 def sass(cubin: Path) -> str:
-    done = subprocess.run([str(find_tool("cuobjdump")), "--dump-sass", str(cubin)],
-                          check=False, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(find_tool("cuobjdump")), "--dump-sass", str(cubin)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -99,8 +116,13 @@ def test_tma_and_barrier_helpers_emit_tma_and_syncs(target: str, out_dir: Path) 
 @needs_cuobjdump
 def test_wgmma_helpers_emit_hgmma_setmaxreg_and_stsm(out_dir: Path) -> None:
     code = sass(compile_cubin(CHECKS / "hopper_check.cu", "hopper", out_dir))
-    for opcode in ("HGMMA.64x64x16.F32.BF16", "HGMMA.64x128x16.F32.BF16", "HGMMA.64x256x16.F32.BF16",
-                   "USETMAXREG", "STSM"):
+    for opcode in (
+        "HGMMA.64x64x16.F32.BF16",
+        "HGMMA.64x128x16.F32.BF16",
+        "HGMMA.64x256x16.F32.BF16",
+        "USETMAXREG",
+        "STSM",
+    ):
         assert opcode in code, opcode
 
 
@@ -108,18 +130,30 @@ def test_wgmma_helpers_emit_hgmma_setmaxreg_and_stsm(out_dir: Path) -> None:
 @needs_cuobjdump
 def test_tcgen05_helpers_emit_utchmma_tmem_and_pair_forms(out_dir: Path) -> None:
     code = sass(compile_cubin(CHECKS / "blackwell_check.cu", "blackwell", out_dir))
-    for opcode in ("UTCHMMA", "UTCHMMA.2CTA", "UTCBAR", "UTCBAR.2CTA.MULTICAST", "LDTM.x16", "LDTM.x32",
-                   "STTM.x16", "STTM.x32", "UTMALDG.2D.2CTA"):
+    for opcode in (
+        "UTCHMMA",
+        "UTCHMMA.2CTA",
+        "UTCBAR",
+        "UTCBAR.2CTA.MULTICAST",
+        "LDTM.x16",
+        "LDTM.x32",
+        "STTM.x16",
+        "STTM.x32",
+        "UTMALDG.2D.2CTA",
+    ):
         assert opcode in code, opcode
 
 
 @needs_nvcc
 @needs_cuobjdump
-@pytest.mark.parametrize(("program", "opcodes"), [
-    ("pack_gemm_tile.cu", ("HGMMA.64x128x16.F32.BF16", "UTMALDG", "UTMASTG", "SYNCS.PHASECHK")),
-    ("pack_rs_mnmajor.cu", ("HGMMA.64x64x16.F32.BF16", "HGMMA.64x128x16.F32.BF16", ".tnspB", "UTMALDG")),
-    ("pattern_ws_harness.cu", ("HGMMA.64x256x16.F32.BF16", "USETMAXREG.TRY_ALLOC", "USETMAXREG.DEALLOC")),
-])
+@pytest.mark.parametrize(
+    ("program", "opcodes"),
+    [
+        ("pack_gemm_tile.cu", ("HGMMA.64x128x16.F32.BF16", "UTMALDG", "UTMASTG", "SYNCS.PHASECHK")),
+        ("pack_rs_mnmajor.cu", ("HGMMA.64x64x16.F32.BF16", "HGMMA.64x128x16.F32.BF16", ".tnspB", "UTMALDG")),
+        ("pattern_ws_harness.cu", ("HGMMA.64x256x16.F32.BF16", "USETMAXREG.TRY_ALLOC", "USETMAXREG.DEALLOC")),
+    ],
+)
 def test_gpu_test_programs_build_clean_here(program: str, opcodes: tuple[str, ...], tmp_path: Path) -> None:
     """The H200 test's programs (one of them the warp-specialisation pattern's kernel, taken from the
     markdown) compile here without spills or serialised wgmma, so the GPU run can only fail on the
@@ -127,9 +161,26 @@ def test_gpu_test_programs_build_clean_here(program: str, opcodes: tuple[str, ..
     extract_pattern_kernel(tmp_path)
     includes = [f"-I{d}" for d in header_dirs("hopper")]
     exe = tmp_path / Path(program).stem
-    done = subprocess.run([str(find_tool("nvcc")), "-std=c++17", "-O2", "-gencode", get_target("hopper").gencode,
-                           "-Xptxas", "-v", *includes, f"-I{tmp_path}", "-o", str(exe), str(GPU_DATA / program)],
-                          check=False, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            str(find_tool("nvcc")),
+            "-std=c++17",
+            "-O2",
+            "-gencode",
+            get_target("hopper").gencode,
+            "-Xptxas",
+            "-v",
+            *includes,
+            f"-I{tmp_path}",
+            "-o",
+            str(exe),
+            str(GPU_DATA / program),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "0 bytes spill stores" in done.stderr
     assert "Potential Performance Loss" not in done.stderr, done.stderr
@@ -157,11 +208,27 @@ def test_blackwell_pattern_kernel_compiles_with_tcgen05(tmp_path: Path) -> None:
     UTCHMMA + commits + TMEM loads + TMA, without spills (no B200 here to run it)."""
     extract_pattern_kernel(tmp_path, "blackwell/patterns/warp_specialization.md")
     cubin = tmp_path / "pattern.cubin"
-    done = subprocess.run([str(find_tool("nvcc")), "-std=c++17", "-O2", "-cubin", "-gencode",
-                           get_target("blackwell").gencode, "-Xptxas", "-v",
-                           *(f"-I{d}" for d in header_dirs("blackwell")), f"-I{tmp_path}", "-o", str(cubin),
-                           str(PATTERN_CHECKS / "blackwell_ws_check.cu")],
-                          check=False, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            str(find_tool("nvcc")),
+            "-std=c++17",
+            "-O2",
+            "-cubin",
+            "-gencode",
+            get_target("blackwell").gencode,
+            "-Xptxas",
+            "-v",
+            *(f"-I{d}" for d in header_dirs("blackwell")),
+            f"-I{tmp_path}",
+            "-o",
+            str(cubin),
+            str(PATTERN_CHECKS / "blackwell_ws_check.cu"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "0 bytes spill stores" in done.stderr
     code = sass(cubin)

@@ -28,8 +28,14 @@ text = st.text(alphabet=string.printable + "éλ→★\u2028", max_size=200)
 
 
 def _start(**extra: object) -> SessionStart:
-    return SessionStart(session_id="s1", task="gemm_n7168_k5120", target="hopper", model="scripted:x.json",
-                        author="scripted", **extra)
+    return SessionStart(
+        session_id="s1",
+        task="gemm_n7168_k5120",
+        target="hopper",
+        model="scripted:x.json",
+        author="scripted",
+        **extra,
+    )
 
 
 def _result(status: Status) -> EvalResult:
@@ -46,11 +52,19 @@ def _sample_events() -> list:
     for turn in (1, 2, 3):
         events += [
             Message(turn=turn, role="user", content=f"feedback {turn}", source="workbench"),
-            Message(turn=turn, role="assistant", content=f"```cuda\n// kernel {turn}\n```", source="scripted",
-                    cost_usd=0.001 * turn, latency_s=1.5),
+            Message(
+                turn=turn,
+                role="assistant",
+                content=f"```cuda\n// kernel {turn}\n```",
+                source="scripted",
+                cost_usd=0.001 * turn,
+                latency_s=1.5,
+            ),
             Candidate(turn=turn, source=f"// kernel {turn}\n", origin="model", sha256=f"{turn:064x}"),
             Control(turn=turn, action="run", by="human"),
-            Evaluation(turn=turn, result=_result(Status.passed if turn == 3 else Status.static_missing_family)),
+            Evaluation(
+                turn=turn, result=_result(Status.passed if turn == 3 else Status.static_missing_family)
+            ),
         ]
     events.append(SessionEnd(reason="turn_limit"))
     return events
@@ -63,13 +77,29 @@ def _write(path: Path, events: list) -> None:
 
 
 event_strategy = st.one_of(
-    st.builds(Message, turn=st.none() | st.integers(1, 64), role=st.sampled_from(["system", "user", "assistant"]),
-              content=text, source=st.sampled_from(["model", "human", "replay", "scripted", "workbench"]),
-              cost_usd=st.none() | st.floats(0, 10, allow_nan=False)),
-    st.builds(Candidate, turn=st.integers(1, 64), source=text, origin=st.sampled_from(["model", "edited", "override"]),
-              original=st.none() | text, sha256=st.text(alphabet="0123456789abcdef", min_size=64, max_size=64)),
-    st.builds(Control, turn=st.none() | st.integers(1, 64), action=st.sampled_from(["pause", "step", "auto", "edit"]),
-              by=st.sampled_from(["human", "workbench"]), note=text),
+    st.builds(
+        Message,
+        turn=st.none() | st.integers(1, 64),
+        role=st.sampled_from(["system", "user", "assistant"]),
+        content=text,
+        source=st.sampled_from(["model", "human", "replay", "scripted", "workbench"]),
+        cost_usd=st.none() | st.floats(0, 10, allow_nan=False),
+    ),
+    st.builds(
+        Candidate,
+        turn=st.integers(1, 64),
+        source=text,
+        origin=st.sampled_from(["model", "edited", "override"]),
+        original=st.none() | text,
+        sha256=st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+    ),
+    st.builds(
+        Control,
+        turn=st.none() | st.integers(1, 64),
+        action=st.sampled_from(["pause", "step", "auto", "edit"]),
+        by=st.sampled_from(["human", "workbench"]),
+        note=text,
+    ),
     st.builds(SessionEnd, reason=st.sampled_from(["target_met", "turn_limit", "model_error"]), note=text),
 )
 
@@ -90,7 +120,11 @@ def test_every_line_is_one_typed_event_and_the_first_is_the_header(tmp_path: Pat
     lines = path.read_bytes().splitlines()
     assert len(lines) == 1 + len(_sample_events())
     header = EVENT_ADAPTER.validate_json(lines[0])
-    assert header.type == "session_start" and header.schema_version == 1 and header.schema_name == "ptxwb.session"
+    assert (
+        header.type == "session_start"
+        and header.schema_version == 1
+        and header.schema_name == "ptxwb.session"
+    )
 
 
 def test_truncation_at_every_byte_reads_up_to_the_last_whole_event(tmp_path: Path) -> None:

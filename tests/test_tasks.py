@@ -13,11 +13,31 @@ from workbench.tasks import Catalogue, get_target, resolve_task
 from workbench.tasks.catalogue import load_definition
 
 GEMM_SHAPES = {
-    (128, 2048), (256, 7168), (2048, 4096), (2048, 5376), (4096, 4096), (4096, 5376), (4096, 14336),
-    (5120, 2048), (5120, 5120), (5120, 17408), (5376, 4096), (5376, 21504), (6144, 4096), (7168, 5120),
-    (21504, 5376), (28672, 4096), (34816, 5120),
+    (128, 2048),
+    (256, 7168),
+    (2048, 4096),
+    (2048, 5376),
+    (4096, 4096),
+    (4096, 5376),
+    (4096, 14336),
+    (5120, 2048),
+    (5120, 5120),
+    (5120, 17408),
+    (5376, 4096),
+    (5376, 21504),
+    (6144, 4096),
+    (7168, 5120),
+    (21504, 5376),
+    (28672, 4096),
+    (34816, 5120),
 }
-HEADLINE = {"gemm_n7168_k5120", "mha_with_lse_d128", "mha_with_lse_d128_causal", "mha_bwd_d128", "mha_bwd_d128_causal"}
+HEADLINE = {
+    "gemm_n7168_k5120",
+    "mha_with_lse_d128",
+    "mha_with_lse_d128_causal",
+    "mha_bwd_d128",
+    "mha_bwd_d128_causal",
+}
 
 
 @pytest.fixture(scope="module")
@@ -100,17 +120,35 @@ def test_external_definitions_load_unchanged(shared_fixtures: Path) -> None:
 
 def test_validation_names_file_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"name": "x", "op_type": "gemm", "axes": {"M": {"type": "var"}},
-                               "inputs": {"A": {"shape": ["M", "Q"], "dtype": "bfloat16"}},
-                               "outputs": {"C": {"shape": ["M"], "dtype": "bfloat16"}},
-                               "reference": "def run(A):\n    return A\n"}))
+    bad.write_text(
+        json.dumps(
+            {
+                "name": "x",
+                "op_type": "gemm",
+                "axes": {"M": {"type": "var"}},
+                "inputs": {"A": {"shape": ["M", "Q"], "dtype": "bfloat16"}},
+                "outputs": {"C": {"shape": ["M"], "dtype": "bfloat16"}},
+                "reference": "def run(A):\n    return A\n",
+            }
+        )
+    )
     with pytest.raises(UserError, match=r"bad\.json.*unknown axis 'Q'"):
         load_definition(bad)
     bad.write_text('{"name": "x",')
     with pytest.raises(UserError, match=r"bad\.json: malformed JSON at line 1"):
         load_definition(bad)
-    bad.write_text(json.dumps({"name": "x", "op_type": "gemm", "axes": {"M": {"type": "const", "value": 0}},
-                               "inputs": {}, "outputs": {}, "reference": "x = 1"}))
+    bad.write_text(
+        json.dumps(
+            {
+                "name": "x",
+                "op_type": "gemm",
+                "axes": {"M": {"type": "const", "value": 0}},
+                "inputs": {},
+                "outputs": {},
+                "reference": "x = 1",
+            }
+        )
+    )
     with pytest.raises(UserError, match=r"field axes\.M\.const\.value"):
         load_definition(bad)
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
+from workbench.evaluate.gpu_spec import gpu_spec, profile_workload
 from workbench.evaluate.timing import (
     MAX_ITERATIONS,
+    make_baselines,
     speed_of_light_ms,
     summarize,
     timed_iterations,
     timing_message,
 )
+from workbench.tasks import Catalogue, get_target
 
 
 def test_summary_has_median_quartiles_and_extremes() -> None:
@@ -49,3 +53,25 @@ def test_timed_iterations_fill_the_budget_between_the_minimum_and_the_cap() -> N
     assert timed_iterations(50, 0.05, 0.3) == 50  # slow rounds keep the minimum
     assert timed_iterations(50, 1e-6, 0.3) == MAX_ITERATIONS
     assert timed_iterations(500, 0.002, 0.3) == 500  # an explicit minimum above the cap wins
+
+
+def test_a_second_baseline_is_shown_beside_the_primary() -> None:
+    stage = {
+        "candidate": summarize("candidate", [2.0, 2.0]),
+        "baselines": [summarize("cuDNN SDPA", [1.8, 1.8]), summarize("FlashInfer prefill", [1.6, 1.6])],
+        "speedup": 0.9,
+    }
+    text = timing_message(stage)
+    assert "cuDNN SDPA 1.8 ms; speedup 0.900x" in text
+    assert "FlashInfer prefill 1.6 ms (0.800x)" in text
+
+
+def test_attention_forward_says_why_flashinfer_is_left_out_where_it_is_absent() -> None:
+    catalogue = Catalogue.load()
+    task = catalogue.get("mha_with_lse_d128")
+    spec = gpu_spec(task, profile_workload(task), get_target("hopper"), catalogue)
+    q, k, v = (torch.zeros(1, 2, 8, 128) for _ in range(3))
+    inputs = [{"Q": q, "K": k, "V": v}.get(name, 0.0) for name in spec["definition"]["inputs"]]
+    baselines, notes = make_baselines(spec, inputs)
+    assert [b.name for b in baselines] == ["cuDNN SDPA"]
+    assert notes == ["second baseline left out: FlashInfer is not installed on this host"]

@@ -18,4 +18,6 @@ def read_json(path: Path) -> object:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise UserError(
+            f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None

@@ -33,9 +33,24 @@ def test_hopper_pack_on_the_gpu(program: str, tmp_path: Path) -> None:
     extract_pattern_kernel(tmp_path)
     includes = [f"-I{d}" for d in header_dirs("hopper")]
     exe = tmp_path / Path(program).stem
-    built = subprocess.run([str(nvcc), "-std=c++17", "-O2", "-gencode", get_target("hopper").gencode,
-                            *includes, f"-I{tmp_path}", "-o", str(exe), str(GPU_DATA / program)],
-                           check=False, capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        [
+            str(nvcc),
+            "-std=c++17",
+            "-O2",
+            "-gencode",
+            get_target("hopper").gencode,
+            *includes,
+            f"-I{tmp_path}",
+            "-o",
+            str(exe),
+            str(GPU_DATA / program),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr
     ran = subprocess.run([str(exe)], check=False, capture_output=True, text=True, timeout=120)
     print(ran.stdout, ran.stderr)

@@ -58,7 +58,9 @@ def report() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "tools": tools,
         "gpu": _gpu(),
-        "packages": {p: _package(p) for p in ("torch", "apache-tvm-ffi", "cupti-python", "litellm", "textual")},
+        "packages": {
+            p: _package(p) for p in ("torch", "apache-tvm-ffi", "cupti-python", "litellm", "textual")
+        },
         "api_keys_set": keys,
     }
 
@@ -73,7 +75,11 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
     table.add_column("what")
     table.add_column("state")
     for name, tool in data["tools"].items():
-        state = f"[green]{tool['version'] or '?'}[/green]  {tool['path']}" if tool["path"] else "[red]not found[/red]"
+        state = (
+            f"[green]{tool['version'] or '?'}[/green]  {tool['path']}"
+            if tool["path"]
+            else "[red]not found[/red]"
+        )
         table.add_row(name, state)
     gpu = data["gpu"]
     if gpu.get("available"):

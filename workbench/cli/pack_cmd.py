@@ -10,8 +10,9 @@ from rich.table import Table
 from workbench.cli.output import console, print_json
 from workbench.knowledge import TOKENIZER, FileStats, list_packs, load_pack, pack_stats
 
-app = typer.Typer(help="Knowledge packs: the architecture text and helper headers given to the model.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Knowledge packs: the architecture text and helper headers given to the model.", no_args_is_help=True
+)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 VariantOpt = Annotated[

@@ -186,7 +186,11 @@ def run(
         Path | None, typer.Option("--out", help="Session file (default runs/TASK_TARGET_TIME.jsonl).")
     ] = None,
     headless: Annotated[
-        bool, typer.Option("--headless", help="Print progress lines instead of opening the TUI (the default without a terminal).")
+        bool,
+        typer.Option(
+            "--headless",
+            help="Print progress lines instead of opening the TUI (the default without a terminal).",
+        ),
     ] = False,
     no_pack: Annotated[
         bool, typer.Option("--no-pack", help="Leave the knowledge pack out of the prompt.")

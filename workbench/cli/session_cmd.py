@@ -48,7 +48,9 @@ def show(
         print_json(summary)
         return
     out = console()
-    out.print(f"[bold]{start.session_id}[/bold]  {start.task} on {start.target}, model {start.model} ({start.author})")
+    out.print(
+        f"[bold]{start.session_id}[/bold]  {start.task} on {start.target}, model {start.model} ({start.author})"
+    )
     if start.parent_session:
         out.print(f"forked from {start.parent_session} at turn {start.fork_turn}")
     table = Table(title_justify="left")

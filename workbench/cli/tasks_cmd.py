@@ -71,8 +71,14 @@ def tasks(as_json: JsonOpt = False) -> None:
         table.add_column(column)
     for row in rows:
         family = _SHORT_FAMILY.get(row["family"], row["family"] or "?")
-        table.add_row(row["name"], family, "yes" if row["causal"] else "", row["baseline"] or "?",
-                      str(row["workloads"]), "★" if row["headline"] else "")
+        table.add_row(
+            row["name"],
+            family,
+            "yes" if row["causal"] else "",
+            row["baseline"] or "?",
+            str(row["workloads"]),
+            "★" if row["headline"] else "",
+        )
     console().print(table)
 
 
@@ -87,7 +93,9 @@ def task(
         return
     out = console()
     star = "  ★ headline task" if details["headline"] else ""
-    out.print(f"[bold]{details['name']}[/bold]  ({details['op_type']}, {details['family'] or 'unknown family'}){star}")
+    out.print(
+        f"[bold]{details['name']}[/bold]  ({details['op_type']}, {details['family'] or 'unknown family'}){star}"
+    )
     if details["description"]:
         out.print(details["description"])
     axes = ", ".join(

@@ -105,7 +105,7 @@ def _timing(state: dict, trace, trace_note: str, request: dict) -> dict:
     inputs = make_inputs(spec, int(spec["seed"]) + 1000)
     outputs = make_outputs(spec)
     run = state["run"]
-    baselines = make_baselines(spec, inputs)
+    baselines, notes = make_baselines(spec, inputs)
     stage = run_timing(
         lambda: run(*inputs, *outputs),
         baselines,
@@ -116,8 +116,9 @@ def _timing(state: dict, trace, trace_note: str, request: dict) -> dict:
         warmup=int(request["warmup"]),
         iterations=int(request["iterations"]),
     )
-    if trace_note and stage.get("message"):
-        stage["message"] += f" [{trace_note}]"
+    for note in [trace_note, *notes]:
+        if note and stage.get("message"):
+            stage["message"] += f" [{note}]"
     torch.cuda.synchronize()
     return {"stage": stage, "ceilings": ceilings}
 

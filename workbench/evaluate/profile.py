@@ -150,7 +150,9 @@ def dynamic_stage(
     if not launches:
         stage["status"] = "dynamic_not_executed"
         stage["message"] = "the profiled call ran none of the candidate's kernels" + (
-            f" (only {len(foreign)} kernel(s) it does not define: {', '.join(foreign[:3])})" if foreign else ""
+            f" (only {len(foreign)} kernel(s) it does not define: {', '.join(foreign[:3])})"
+            if foreign
+            else ""
         )
         return stage
     if not stage["required_executed"]:

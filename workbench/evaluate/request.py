@@ -19,7 +19,9 @@ class EvalRequest(BaseModel):
     task: str = Field(description="catalogue task name, or a path to a Definition JSON")
     target: TargetName
     source: str = Field(description="the candidate's complete .cu file")
-    workload: str | None = Field(default=None, description="workload uuid or prefix; the headline one if unset")
+    workload: str | None = Field(
+        default=None, description="workload uuid or prefix; the headline one if unset"
+    )
     trials: int = Field(default=3, ge=3)
     warmup: int = Field(default=10, ge=0)
     iterations: int = Field(default=50, ge=1)
@@ -45,7 +47,9 @@ class Executor(Protocol):
 
     name: str
 
-    async def evaluate(self, request: EvalRequest, progress: ProgressCallback | None = None) -> EvalResult: ...
+    async def evaluate(
+        self, request: EvalRequest, progress: ProgressCallback | None = None
+    ) -> EvalResult: ...
 
     async def close(self) -> None:
         """Release what the executor holds (a worker process); its owner calls it once, at the end."""

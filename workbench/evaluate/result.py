@@ -115,7 +115,9 @@ class DynamicStage(StageBase):
     tool: str | None = None
     workload_axes: dict[str, int] = Field(default_factory=dict)
     kernels: list[str] = Field(default_factory=list)
-    executed_families: dict[str, int] = Field(default_factory=dict, description="family -> predicate-true threads")
+    executed_families: dict[str, int] = Field(
+        default_factory=dict, description="family -> predicate-true threads"
+    )
     executed_opcodes: dict[str, int] = Field(default_factory=dict)
     required_executed: bool = False
     tensor_flops: float | None = None
@@ -158,7 +160,9 @@ class Stages(_Model):
     timing: TimingStage = Field(default_factory=TimingStage)
 
     def in_order(self) -> list[tuple[str, StageBase]]:
-        return [(name, getattr(self, name)) for name in ("build", "static", "correctness", "dynamic", "timing")]
+        return [
+            (name, getattr(self, name)) for name in ("build", "static", "correctness", "dynamic", "timing")
+        ]
 
 
 class EvalResult(_Model):

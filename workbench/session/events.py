@@ -81,7 +81,13 @@ class Control(_Event):
 class SessionEnd(_Event):
     type: Literal["session_end"] = "session_end"
     reason: Literal[
-        "target_met", "turn_limit", "cost_limit", "wall_limit", "stopped_by_person", "model_error", "model_exhausted"
+        "target_met",
+        "turn_limit",
+        "cost_limit",
+        "wall_limit",
+        "stopped_by_person",
+        "model_error",
+        "model_exhausted",
     ] = Field(description="model_exhausted: a replay or scripted model served all it holds")
     note: str = ""
 

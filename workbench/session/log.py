@@ -109,7 +109,9 @@ def kept_through(read: SessionRead, turn: int) -> list[Event]:
     ]
 
 
-def fork_session(source: Path, turn: int, destination: Path, session_id: str, model: str | None = None) -> Path:
+def fork_session(
+    source: Path, turn: int, destination: Path, session_id: str, model: str | None = None
+) -> Path:
     """Copy a session through turn `turn` into a new file whose start names its parent and fork turn."""
     read = read_session(source)
     kept = kept_through(read, turn)

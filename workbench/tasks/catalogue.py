@@ -141,7 +141,9 @@ class Catalogue:
             tasks[definition.name] = Task(definition, facts, workloads, path)
         unknown = set(sidecar.tasks) - set(tasks)
         if unknown:
-            raise UserError(f"{root / SIDECAR}: entries for missing definitions: {', '.join(sorted(unknown))}")
+            raise UserError(
+                f"{root / SIDECAR}: entries for missing definitions: {', '.join(sorted(unknown))}"
+            )
         return cls(root, tasks)
 
     def get(self, name: str) -> Task:
