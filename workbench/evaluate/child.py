@@ -123,7 +123,7 @@ def _timing(state: dict, trace, trace_note: str, request: dict) -> dict:
     return {"stage": stage, "ceilings": ceilings}
 
 
-def _wait_for(path: Path, parent: int) -> bool:
+def wait_for(path: Path, parent: int) -> bool:
     """Poll for `path`; False once the worker that launched us is gone (a spare must not outlive it)."""
     polls = 0
     while not path.exists():
@@ -149,7 +149,7 @@ def profile(workdir: str, parent: int) -> int:
     torch.cuda.init()
     torch.zeros(1, device="cuda")
     (folder / "ready").touch()
-    if not _wait_for(folder / "request.json", parent):
+    if not wait_for(folder / "request.json", parent):
         return 3
     request = json.loads((folder / "request.json").read_text())
     spec = request["spec"]
@@ -157,7 +157,7 @@ def profile(workdir: str, parent: int) -> int:
     inputs = make_inputs(spec, int(spec["seed"]))
     outputs = make_outputs(spec)
     torch.cuda.synchronize()
-    if not _wait_for(folder / "go", parent):
+    if not wait_for(folder / "go", parent):
         return 3
     torch.cuda.profiler.start()
     module.run(*inputs, *outputs)
