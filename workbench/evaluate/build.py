@@ -16,7 +16,6 @@ import importlib.util
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from workbench.evaluate.ban import scan
 from workbench.evaluate.demangle import demangle
+from workbench.evaluate.isolation import signal_group
 from workbench.evaluate.result import BuildStage, CompilerWarning, KernelResources, Status
 from workbench.evaluate.sass import SASS_NAME, disassemble
 from workbench.evaluate.toolchain import find_tool
@@ -310,11 +310,6 @@ class _Run:
     output: str
 
 
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-
-
 async def _run(command: list[str], cwd: Path, timeout_s: float) -> _Run:
     # Its own session, so a timeout kills nvcc's children (cicc, ptxas, gcc) along with it.
     process = await asyncio.create_subprocess_exec(
@@ -327,11 +322,11 @@ async def _run(command: list[str], cwd: Path, timeout_s: float) -> _Run:
     try:
         stdout, _ = await asyncio.wait_for(process.communicate(), timeout=timeout_s)
     except TimeoutError:
-        _kill_group(process.pid)
+        signal_group(process.pid)
         await process.wait()
         return _Run(None, "")
     except asyncio.CancelledError:
-        _kill_group(process.pid)
+        signal_group(process.pid)
         raise
     return _Run(process.returncode, stdout.decode(errors="replace"))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from workbench.evaluate.build import build
 from workbench.evaluate.gpu_spec import gpu_spec
-from workbench.evaluate.pipeline import run_stages
+from workbench.evaluate.pipeline import new_result, run_stages
 from workbench.evaluate.request import EvalRequest, ProgressCallback
 from workbench.evaluate.result import (
     BuildStage,
@@ -26,7 +26,6 @@ from workbench.evaluate.result import (
     TimingStage,
 )
 from workbench.evaluate.sass import static_stage
-from workbench.evaluate.static_executor import new_result
 from workbench.evaluate.worker import module_kernels
 from workbench.evaluate.worker_client import WorkerClient, WorkerError
 from workbench.tasks import get_target, resolve_task

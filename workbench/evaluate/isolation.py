@@ -59,12 +59,17 @@ def describe_exit(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
-def kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL the process's whole group (it leads its own session), then reap the leader."""
+def signal_group(pid: int) -> None:
+    """SIGKILL every process in the group that `pid` leads (its own session); nothing when it is gone."""
     try:
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the process's whole group, then reap the leader."""
+    signal_group(process.pid)
     try:
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:

@@ -45,8 +45,15 @@ class Window:
         self.trace._close(self)  # type: ignore[attr-defined]
 
 
+class _Windows:
+    """What both traces share: a `Window` stamped by the trace's own `_open` and `_close`."""
+
+    def window(self, label: str) -> Window:
+        return Window(self, label)
+
+
 @dataclass
-class KernelTrace:
+class KernelTrace(_Windows):
     """CUPTI kernel + API activity. `collect()` after a synchronize makes the records readable."""
 
     method: str = "cupti"
@@ -79,9 +86,6 @@ class KernelTrace:
 
     def now(self) -> int:
         return int(self._cupti.get_timestamp())
-
-    def window(self, label: str) -> Window:
-        return Window(self, label)
 
     def _open(self, window: Window) -> None:
         window.start = self.now()
@@ -122,13 +126,10 @@ class KernelTrace:
 
 
 @dataclass
-class EventTrace:
+class EventTrace(_Windows):
     """Fallback without CUPTI: CUDA events on the current stream around each window; no kernel names."""
 
     method: str = "events"
-
-    def window(self, label: str) -> Window:
-        return Window(self, label)
 
     def _open(self, window: Window) -> None:
         window.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))

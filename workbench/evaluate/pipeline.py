@@ -1,4 +1,5 @@
-"""Run evaluation stages in order, stopping at the first that does not pass.
+"""Run evaluation stages in order, stopping at the first that does not pass; the empty verdict every
+executor starts from.
 
 Stage-generic: an executor lists (name, coroutine function) pairs; each function reads the result so
 far (a later stage needs the build's paths) and returns its stage model. The top-level verdict is the
@@ -8,15 +9,31 @@ executor), it is `not_run` — never `passed` — and the message says which tie
 
 from __future__ import annotations
 
+import hashlib
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 
 from workbench.errors import UserError
-from workbench.evaluate.request import Progress, ProgressCallback, StageName
+from workbench.evaluate.request import EvalRequest, Progress, ProgressCallback, StageName
 from workbench.evaluate.result import EvalResult, StageBase, Status
+from workbench.tasks import resolve_task
 
 StageFunction = Callable[[EvalResult], Awaitable[StageBase]]
+
+
+def new_result(request: EvalRequest, executor: str) -> EvalResult:
+    """An empty verdict for `request`: task, target, workload and source hash filled in."""
+    task = resolve_task(request.task)
+    workload = task.workload(request.workload)
+    return EvalResult(
+        task=task.name,
+        target=request.target,
+        workload_uuid=workload.uuid,
+        workload_axes=dict(workload.axes),
+        executor=executor,
+        source_sha256=hashlib.sha256(request.source.encode()).hexdigest(),
+    )
 
 
 def _notify(progress: ProgressCallback | None, event: Progress) -> None:

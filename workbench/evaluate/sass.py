@@ -73,10 +73,9 @@ def family_of(opcode: str) -> str | None:
 
 @dataclass
 class SassDump:
-    """Opcode counts per kernel, and per full mnemonic (with modifiers) for the whole module."""
+    """Opcode counts per kernel."""
 
     kernels: dict[str, Counter[str]] = field(default_factory=dict)
-    mnemonics: Counter[str] = field(default_factory=Counter)
 
     @property
     def opcodes(self) -> Counter[str]:
@@ -96,9 +95,7 @@ def parse_sass(text: str) -> SassDump:
         match = _INSTRUCTION.match(line)
         if match is None or current is None:
             continue
-        opcode = match.group(2)
-        current[opcode] += 1
-        dump.mnemonics[opcode + match.group(3)] += 1
+        current[match.group(2)] += 1
     return dump
 
 

@@ -6,29 +6,14 @@ two static tiers pass: a static pass is not a pass.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from workbench.evaluate.build import build
-from workbench.evaluate.pipeline import run_stages
+from workbench.evaluate.pipeline import new_result, run_stages
 from workbench.evaluate.request import EvalRequest, ProgressCallback
 from workbench.evaluate.result import EvalResult, StageBase, Status
 from workbench.evaluate.sass import static_stage
-from workbench.tasks import get_target, resolve_task
-
-
-def new_result(request: EvalRequest, executor: str) -> EvalResult:
-    """An empty verdict for `request`: task, target, workload and source hash filled in."""
-    task = resolve_task(request.task)
-    workload = task.workload(request.workload)
-    return EvalResult(
-        task=task.name,
-        target=request.target,
-        workload_uuid=workload.uuid,
-        workload_axes=dict(workload.axes),
-        executor=executor,
-        source_sha256=hashlib.sha256(request.source.encode()).hexdigest(),
-    )
+from workbench.tasks import get_target
 
 
 class StaticExecutor:
