@@ -17,6 +17,7 @@ from workbench.evaluate.toolchain import find_tool
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.drivers.live import LiveDriver
 from workbench.tui.drivers.replay import ReplayDriver
+from workbench.tui.replay import MAX_SPEED, MIN_SPEED
 from workbench.tui.screens.home import HomeScreen, StartRunScreen
 from workbench.tui.screens.session import SessionScreen
 
@@ -48,6 +49,23 @@ def test_replay_errors(tmp_path: Path) -> None:
     one_line_error(ptxwb("replay", str(junk)), "not a session event")
     good = tui_synthetic.write(tmp_path / "good.jsonl", tui_synthetic.events(1))
     one_line_error(ptxwb("replay", str(good), "--speed", "0"), "--speed")
+
+
+@pytest.mark.parametrize(
+    ("command", "speed"),
+    [("replay", MIN_SPEED / 2), ("replay", MAX_SPEED * 2), ("demo", MIN_SPEED / 2)],
+)
+def test_speed_out_of_the_keys_range_is_refused(tmp_path: Path, command: str, speed: float) -> None:
+    # The range named is the one the speed keys clamp to.
+    args = (
+        [str(tui_synthetic.write(tmp_path / "good.jsonl", tui_synthetic.events(1)))]
+        if command == "replay"
+        else []
+    )
+    one_line_error(
+        ptxwb(command, *args, "--speed", f"{speed:g}"),
+        f"--speed must be from {MIN_SPEED:g} to {MAX_SPEED:g} (got {speed:g})",
+    )
 
 
 def test_author_errors(tmp_path: Path) -> None:

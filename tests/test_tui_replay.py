@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+import pytest
 from tui_synthetic import events
 
 from workbench.session.events import Message
 from workbench.tui.model import SessionView
-from workbench.tui.replay import ReplayDelta, ReplayPlayer
+from workbench.tui.replay import MAX_SPEED, MIN_SPEED, ReplayDelta, ReplayPlayer
 
 
 class RecordingSleep:
@@ -90,6 +91,12 @@ async def test_seek_back_and_forward_by_turn() -> None:
 def test_speed_is_kept_in_range() -> None:
     player = ReplayPlayer(events(1))
     player.set_speed(1e9)
-    assert player.speed == 1000.0
+    assert player.speed == MAX_SPEED
     player.set_speed(0.0)
-    assert player.speed == 0.25
+    assert player.speed == MIN_SPEED
+
+
+@pytest.mark.parametrize("speed", [0.0, MIN_SPEED / 2, MAX_SPEED * 2])
+def test_a_speed_out_of_range_is_refused(speed: float) -> None:
+    with pytest.raises(ValueError, match="speed must be from"):
+        ReplayPlayer(events(1), speed=speed)

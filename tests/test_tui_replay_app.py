@@ -12,6 +12,7 @@ from textual.pilot import Pilot
 from workbench.session.log import read_session
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.drivers.replay import ReplayDriver
+from workbench.tui.replay import MAX_SPEED, MIN_SPEED
 from workbench.tui.screens.dialogs import PromptScreen
 from workbench.tui.screens.help import HelpScreen
 from workbench.tui.screens.session import SessionScreen
@@ -36,8 +37,8 @@ def session_file(tmp_path: Path) -> Path:
     return tui_synthetic.write(tmp_path / "session.jsonl", tui_synthetic.events(4, sass=listing))
 
 
-def make_app(path: Path, *, paused: bool = False) -> tuple[WorkbenchApp, ReplayDriver]:
-    driver = ReplayDriver(read_session(path), speed=100.0, sleep=instant, paused=paused)
+def make_app(path: Path, *, paused: bool = False, speed: float = 100.0) -> tuple[WorkbenchApp, ReplayDriver]:
+    driver = ReplayDriver(read_session(path), speed=speed, sleep=instant, paused=paused)
     return WorkbenchApp.for_driver(driver, theme="textual-dark"), driver
 
 
@@ -95,6 +96,22 @@ async def test_speed_keys(session_file: Path) -> None:
         await pilot.press("minus", "minus")
         assert driver.speed == 50.0
         assert "×50" in header_text(app)
+
+
+@pytest.mark.parametrize(
+    ("start", "toward_bound", "away"),
+    [(MIN_SPEED, "minus", "plus"), (MAX_SPEED, "plus", "minus")],
+)
+async def test_speed_keys_stop_at_the_bounds_the_command_line_accepts(
+    session_file: Path, start: float, toward_bound: str, away: str
+) -> None:
+    # `--speed` accepts exactly these bounds, so a replay started at one can be left by a key.
+    app, driver = make_app(session_file, paused=True, speed=start)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(toward_bound)
+        assert driver.speed == start
+        await pilot.press(away)
+        assert driver.speed != start and MIN_SPEED <= driver.speed <= MAX_SPEED
 
 
 async def test_seek_back_and_forward_redraws_the_panes(session_file: Path) -> None:

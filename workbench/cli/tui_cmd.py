@@ -9,6 +9,7 @@ import typer
 
 from workbench.errors import UserError
 from workbench.paths import new_session_path, sessions_dir
+from workbench.tui.replay import MAX_SPEED, MIN_SPEED, speed_in_range
 
 THEME_HELP = "Textual theme, e.g. textual-dark, nord, gruvbox, textual-light."
 
@@ -28,8 +29,8 @@ def _demo_session(folder: Path, name: str) -> Path:
 
 
 def _check_speed(speed: float) -> float:
-    if not 0 < speed <= 1000:
-        raise UserError(f"--speed must be above 0 and at most 1000 (got {speed:g})")
+    if not speed_in_range(speed):
+        raise UserError(f"--speed must be from {MIN_SPEED:g} to {MAX_SPEED:g} (got {speed:g})")
     return speed
 
 

@@ -19,6 +19,15 @@ Sleep = Callable[[float], Awaitable[None]]
 STREAM_RATE_HZ = 30
 _PIECES = re.compile(r"\S+\s*|\s+")
 
+# Playback speeds, for `--speed` and the speed keys alike: a speed the command line accepts is one
+# the keys can move away from (they halve and double within these bounds).
+MIN_SPEED = 0.25
+MAX_SPEED = 1000.0
+
+
+def speed_in_range(speed: float) -> bool:
+    return MIN_SPEED <= speed <= MAX_SPEED
+
 
 @dataclass(frozen=True)
 class ReplayDelta:
@@ -46,8 +55,8 @@ class ReplayPlayer:
         max_gap_s: float = 10.0,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
-        if speed <= 0:
-            raise ValueError("speed must be positive")
+        if not speed_in_range(speed):
+            raise ValueError(f"speed must be from {MIN_SPEED:g} to {MAX_SPEED:g} (got {speed:g})")
         self.events = events
         self.speed = speed
         self.max_gap_s = max_gap_s
@@ -74,7 +83,7 @@ class ReplayPlayer:
         self._running.set()
 
     def set_speed(self, speed: float) -> None:
-        self.speed = min(max(speed, 0.25), 1000.0)
+        self.speed = min(max(speed, MIN_SPEED), MAX_SPEED)
 
     def played(self) -> list[Event]:
         return self.events[: self.position]
