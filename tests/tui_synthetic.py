@@ -65,7 +65,12 @@ def timing(turn: int) -> TimingStage:
 
 
 def result(
-    turn: int, kind: str, source: str, ptx: Path | None = None, sass: Path | None = None
+    turn: int,
+    kind: str,
+    source: str,
+    ptx: Path | None = None,
+    sass: Path | None = None,
+    cubin: Path | None = None,
 ) -> EvalResult:
     sha = hashlib.sha256(source.encode()).hexdigest()
     common = {"task": TASK, "target": "hopper", "executor": "synthetic", "source_sha256": sha}
@@ -85,6 +90,7 @@ def result(
         status=Status.passed,
         resources=[KernelResources(kernel="k", registers=168, shared_bytes=49152)],
         ptx_path=str(ptx) if ptx else None,
+        cubin_path=str(cubin) if cubin else None,
     )
     static = StaticStage(
         status=Status.passed,
@@ -120,7 +126,11 @@ def result(
 
 
 def events(
-    turns: int = 3, ptx: Path | None = None, sass: Path | None = None, kinds: list[str] | None = None
+    turns: int = 3,
+    ptx: Path | None = None,
+    sass: Path | None = None,
+    kinds: list[str] | None = None,
+    cubin: Path | None = None,
 ) -> list[Event]:
     kinds = kinds or ["compile_error"] + ["full"] * (turns - 1)
     out: list[Event] = [
@@ -165,7 +175,9 @@ def events(
             )
         )
         ts += 1.0
-        out.append(Evaluation(ts=ts, turn=turn, result=result(turn, kinds[turn - 1], source, ptx, sass)))
+        out.append(
+            Evaluation(ts=ts, turn=turn, result=result(turn, kinds[turn - 1], source, ptx, sass, cubin))
+        )
         ts += 0.1
         out.append(
             Message(

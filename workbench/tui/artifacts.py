@@ -1,21 +1,27 @@
 """The documents of the code pane for one turn: CUDA source, PTX, SASS and the diff to the previous turn.
 
 PTX and SASS come from the build artefacts an evaluation recorded; a session replayed on another
-machine usually lacks them, and the pane says so instead of guessing.
+machine usually lacks them, and the pane says so instead of guessing. An evaluation that kept a cubin
+but no SASS dump has its cubin disassembled when the SASS tab asks for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import re
 from collections.abc import Callable
 from pathlib import Path
 
 from workbench.evaluate.result import EvalResult, Status
+from workbench.evaluate.sass import disassemble
+from workbench.evaluate.toolchain import find_tool
 from workbench.tui.document import CodeDocument
 from workbench.tui.model import TurnView
 
 DocumentMaker = Callable[[], CodeDocument]
+# Asks for a cubin to be disassembled (by `ArtifactCache.disassemble`, in a worker).
+DisassemblyRequest = Callable[[Path], None]
 
 # nvcc: "kernel.cu(123): error: …"; clang-style: "kernel.cu:123:4: error: …".
 _ERROR_LINE = re.compile(r"(?:\((\d+)\)|:(\d+)(?::\d+)?):\s*(?:fatal\s+)?error", re.IGNORECASE)
@@ -35,9 +41,16 @@ def first_error_line(result: EvalResult | None) -> int | None:
 class ArtifactCache:
     """Parsed listings by path and modification time, so going back to a turn costs nothing."""
 
-    def __init__(self, size: int = 16) -> None:
+    def __init__(self, request_disassembly: DisassemblyRequest, size: int = 16) -> None:
         self._size = size
         self._documents: dict[tuple[str, str, float], CodeDocument] = {}
+        self._request_disassembly = request_disassembly
+        self._disassembling: set[str] = set()
+
+    def _keep(self, key: tuple[str, str, float], document: CodeDocument) -> None:
+        if len(self._documents) >= self._size:
+            self._documents.pop(next(iter(self._documents)))
+        self._documents[key] = document
 
     def listing(
         self, path: str | None, language: str, target: str, what: str, result: EvalResult | None
@@ -63,10 +76,61 @@ class ArtifactCache:
             except OSError as exc:
                 return CodeDocument.missing(f"{what} not readable: {exc.strerror}")
             found = CodeDocument.from_text(text, language, target)
-            if len(self._documents) >= self._size:
-                self._documents.pop(next(iter(self._documents)))
-            self._documents[key] = found
+            self._keep(key, found)
         return found
+
+    def sass(self, result: EvalResult | None, target: str) -> CodeDocument:
+        """The SASS dump the evaluation kept, else its cubin disassembled (asked for, shown when done)."""
+        sass_path = result.stages.static.sass_path if result else None
+        cubin_path = result.stages.build.cubin_path if result else None
+        if cubin_path is None or sass_path is not None and Path(sass_path).is_file():
+            if result is not None and sass_path is None and result.stages.build.status == Status.passed:
+                return CodeDocument.missing(
+                    "SASS not available: this evaluation kept no SASS dump and no cubin"
+                )
+            return self.listing(sass_path, "sass", target, "SASS", result)
+        dump = "its SASS dump is not on this machine" if sass_path else "this evaluation kept no SASS dump"
+        cubin = Path(cubin_path)
+        try:
+            stamp = cubin.stat().st_mtime
+        except OSError:
+            return CodeDocument.missing(
+                f"SASS not available: {dump}, nor its cubin (recorded at {cubin_path})"
+            )
+        found = self._documents.get((cubin_path, "sass", stamp))
+        if found is not None:
+            return found
+        if find_tool("cuobjdump") is None:
+            return CodeDocument.missing(
+                f"SASS not available: {dump}, and no cuobjdump was found to disassemble its cubin "
+                f"{cubin_path} (install the CUDA toolkit or nvidia-cuda-cuobjdump)"
+            )
+        if cubin_path not in self._disassembling:
+            self._disassembling.add(cubin_path)
+            self._request_disassembly(cubin)
+        return CodeDocument.missing(f"{dump}: disassembling its cubin {cubin_path} with cuobjdump …")
+
+    async def disassemble(self, cubin: Path, target: str) -> None:
+        """Disassemble `cubin` and keep its listing, or why there is none, for `sass` to return."""
+        try:
+            try:
+                stamp = cubin.stat().st_mtime
+            except OSError:
+                return  # gone meanwhile: `sass` says so
+            try:
+                found = await disassemble(cubin)
+            except OSError as exc:
+                document = CodeDocument.missing(f"SASS not available: cuobjdump could not run: {exc}")
+            else:
+                if found.text is None:
+                    document = CodeDocument.missing(f"SASS not available: {found.error}")
+                else:
+                    # A large listing takes a moment to split and mark: not on the UI thread.
+                    document = await asyncio.to_thread(CodeDocument.from_text, found.text, "sass", target)
+            # Kept even when it failed, so showing the tab again does not start it again.
+            self._keep((str(cubin), "sass", stamp), document)
+        finally:
+            self._disassembling.discard(str(cubin))
 
     def documents(
         self, turn: TurnView, previous_source: str | None, target: str, pending: str | None = None
@@ -78,7 +142,6 @@ class ArtifactCache:
         result = turn.evaluation
         source = turn.candidate.source if turn.candidate else pending
         ptx_path = result.stages.build.ptx_path if result else None
-        sass_path = result.stages.static.sass_path if result else None
 
         def cuda() -> CodeDocument:
             if source is None:
@@ -88,7 +151,7 @@ class ArtifactCache:
         return {
             "cuda": cuda,
             "ptx": lambda: self.listing(ptx_path, "ptx", target, "PTX", result),
-            "sass": lambda: self.listing(sass_path, "sass", target, "SASS", result),
+            "sass": lambda: self.sass(result, target),
             "diff": lambda: diff_document(turn.number, source, previous_source),
         }
 

@@ -84,7 +84,7 @@ class SessionScreen(Screen[None]):
         self.driver = driver
         self.view = SessionView()
         self.selected: int | None = None  # None: follow the latest turn
-        self.artifacts = ArtifactCache()
+        self.artifacts = ArtifactCache(self._disassemble)
         self._shown_key: tuple[object, ...] | None = None
         self._answer_open = False
 
@@ -173,6 +173,15 @@ class SessionScreen(Screen[None]):
     @work(name="prefetch", group="prefetch", thread=True)
     def _prefetch(self, result: EvalResult) -> None:
         self.artifacts.prefetch(result, self.target)
+
+    @work(name="disassemble", group="disassemble")
+    async def _disassemble(self, cubin: Path) -> None:
+        await self.artifacts.disassemble(cubin, self.target)
+        # The SASS tab said "disassembling": show the listing if that turn is still the one shown.
+        number = self.shown_turn
+        result = self.view.turn(number).evaluation if number is not None else None
+        if result is not None and result.stages.build.cubin_path == str(cubin):
+            self.query_one(CodePane).replace("sass", lambda: self.artifacts.sass(result, self.target))
 
     def state_changed(self) -> None:
         self._refresh_header()

@@ -51,6 +51,12 @@ class CodePane(Vertical):
             self._build("cuda")
             self.view("cuda").goto_line(error_line)
 
+    def replace(self, key: str, maker: DocumentMaker) -> None:
+        """A new document for one tab of the turn shown (a listing that was not ready before)."""
+        self._pending[key] = maker
+        if self.active == key:
+            self._build(key)
+
     def _build(self, key: str) -> None:
         maker = self._pending.pop(key, None)
         if maker is None:
