@@ -25,6 +25,8 @@ class Action:
     group: str
     footer: bool = False
     modes: frozenset[str] = ALL
+    # The driver says when it is possible (`Driver.can`); the others always are, in their modes.
+    driver: bool = False
 
 
 ACTIONS: list[Action] = [
@@ -37,12 +39,24 @@ ACTIONS: list[Action] = [
         "control",
         True,
         REPLAY | LIVE,
+        driver=True,
     ),
-    Action("step", "s", "Step", "Run one turn, then pause (live)", "control", True, LIVE),
-    Action("auto", "a", "Auto", "Run turns without asking (live)", "control", True, LIVE),
-    Action("stop", "X", "Stop", "End the live session after the current step", "control", False, LIVE),
-    Action("faster", "plus,equals_sign", "Faster", "Replay faster (×2)", "control", True, REPLAY),
-    Action("slower", "minus", "Slower", "Replay slower (÷2)", "control", False, REPLAY),
+    Action("step", "s", "Step", "Run one turn, then pause (live)", "control", True, LIVE, driver=True),
+    Action("auto", "a", "Auto", "Run turns without asking (live)", "control", True, LIVE, driver=True),
+    Action(
+        "stop",
+        "X",
+        "Stop",
+        "End the live session after the current step",
+        "control",
+        False,
+        LIVE,
+        driver=True,
+    ),
+    Action(
+        "faster", "plus,equals_sign", "Faster", "Replay faster (×2)", "control", True, REPLAY, driver=True
+    ),
+    Action("slower", "minus", "Slower", "Replay slower (÷2)", "control", False, REPLAY, driver=True),
     Action(
         "seek_back",
         "less_than_sign,comma",
@@ -51,6 +65,7 @@ ACTIONS: list[Action] = [
         "control",
         False,
         REPLAY,
+        driver=True,
     ),
     Action(
         "seek_forward",
@@ -60,10 +75,29 @@ ACTIONS: list[Action] = [
         "control",
         False,
         REPLAY,
+        driver=True,
     ),
-    Action("evaluate_now", "x", "Evaluate", "Evaluate the kernel file now (author)", "control", True, AUTHOR),
+    Action(
+        "evaluate_now",
+        "x",
+        "Evaluate",
+        "Evaluate the kernel file now (author)",
+        "control",
+        True,
+        AUTHOR,
+        driver=True,
+    ),
     # Before an evaluation (live, when the loop asks).
-    Action("approve", "r", "Run it", "Evaluate the candidate as the model wrote it", "candidate", True, LIVE),
+    Action(
+        "approve",
+        "r",
+        "Run it",
+        "Evaluate the candidate as the model wrote it",
+        "candidate",
+        True,
+        LIVE,
+        driver=True,
+    ),
     Action(
         "edit",
         "e",
@@ -72,6 +106,7 @@ ACTIONS: list[Action] = [
         "candidate",
         True,
         LIVE,
+        driver=True,
     ),
     Action(
         "edit_external",
@@ -81,12 +116,29 @@ ACTIONS: list[Action] = [
         "candidate",
         False,
         LIVE,
+        driver=True,
     ),
     Action(
-        "override", "o", "Override", "Replace the candidate with a file of your own", "candidate", False, LIVE
+        "override",
+        "o",
+        "Override",
+        "Replace the candidate with a file of your own",
+        "candidate",
+        False,
+        LIVE,
+        driver=True,
     ),
-    Action("skip", "k", "Skip", "Evaluate nothing this turn", "candidate", False, LIVE),
-    Action("message", "m", "Message", "Type a message for the model's next turn", "candidate", True, LIVE),
+    Action("skip", "k", "Skip", "Evaluate nothing this turn", "candidate", False, LIVE, driver=True),
+    Action(
+        "message",
+        "m",
+        "Message",
+        "Type a message for the model's next turn",
+        "candidate",
+        True,
+        LIVE,
+        driver=True,
+    ),
     Action(
         "fork",
         "f",
@@ -95,6 +147,7 @@ ACTIONS: list[Action] = [
         "session",
         True,
         REPLAY | LIVE,
+        driver=True,
     ),
     # Looking around.
     Action("previous_turn", "left_square_bracket,h", "Prev turn", "Show the previous turn", "view", True),
@@ -115,6 +168,10 @@ ACTIONS: list[Action] = [
     Action("help", "question_mark,f1", "Help", "Show the keys", "app", True),
     Action("quit", "q", "Quit", "Quit", "app", True),
 ]
+
+
+# Actions the screen asks the driver about (`Driver.can`) before offering them.
+DRIVER_ACTIONS: frozenset[str] = frozenset(a.action for a in ACTIONS if a.driver)
 
 
 def bindings() -> list[Binding]:

@@ -6,10 +6,12 @@ import asyncio
 from pathlib import Path
 
 from workbench.session.log import SessionRead
+from workbench.tui import keymap
 from workbench.tui.drivers.base import Driver, Sink
 from workbench.tui.replay import ReplayPlayer, Sleep
 
-ACTIONS = {"toggle_pause", "faster", "slower", "seek_back", "seek_forward", "fork"}
+# The keymap's driver actions of replay mode: the ones this driver answers.
+ACTIONS = frozenset(a.action for a in keymap.for_mode("replay") if a.driver)
 
 
 class ReplayDriver(Driver):

@@ -46,26 +46,6 @@ from workbench.tui.widgets.header import HeaderFacts, SessionHeader
 from workbench.tui.widgets.timing import TimingPane
 from workbench.tui.widgets.verdict import VerdictPane
 
-# Actions a driver carries out; the rest are the screen's own.
-DRIVER_ACTIONS = {
-    "toggle_pause",
-    "step",
-    "auto",
-    "stop",
-    "faster",
-    "slower",
-    "seek_back",
-    "seek_forward",
-    "evaluate_now",
-    "approve",
-    "edit",
-    "edit_external",
-    "override",
-    "skip",
-    "message",
-    "fork",
-}
-
 
 def abi_example() -> str | None:
     """The ABI example's kernel: where a person's first turn starts."""
@@ -249,7 +229,7 @@ class SessionScreen(Screen[None]):
         in_mode = keymap.is_mode_action(action, self.driver.mode)
         if in_mode is False:
             return False
-        if action in DRIVER_ACTIONS:
+        if action in keymap.DRIVER_ACTIONS:
             return True if self.driver.can(action) else None
         return True
 
