@@ -11,9 +11,12 @@ import pytest
 import tui_synthetic
 from agent_support import answer, broken_kernel, write_script
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, Select, Static
 
+from workbench.agent.config import AgentConfig
 from workbench.evaluate.toolchain import find_tool
+from workbench.session.log import read_session
+from workbench.tasks import resolve_task
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.drivers.live import LiveDriver
 from workbench.tui.drivers.replay import ReplayDriver
@@ -125,3 +128,92 @@ async def test_home_starts_a_live_run(tmp_path: Path, monkeypatch: pytest.Monkey
         await pilot.press("a")
         await until(pilot, lambda: driver.end is not None)
     assert len(list((tmp_path / "runs").glob("gemm_n7168_k5120_hopper_*.jsonl"))) == 1
+
+
+async def open_run_form(app: WorkbenchApp, pilot: Pilot[None], task: str) -> StartRunScreen:
+    tasks = app.screen.query_one("#tasks", DataTable)
+    tasks.focus()
+    tasks.move_cursor(row=tasks.get_row_index(task))
+    await pilot.press("enter")
+    assert isinstance(app.screen, StartRunScreen)
+    return app.screen
+
+
+async def test_run_form_records_workload_pack_and_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    script = write_script(tmp_path / "script.json", [answer(broken_kernel())])
+    task = resolve_task("mha_with_lse_d128_causal")
+    other = next(w.uuid for w in task.workloads if w.uuid != task.workload().uuid)
+    app = WorkbenchApp(lambda: HomeScreen([tmp_path / "runs"]), theme="textual-dark")
+    async with app.run_test(size=(140, 44)) as pilot:
+        form = await open_run_form(app, pilot, task.name)
+        # The defaults are `ptxwb run`'s: the headline workload, the pack without a variant, 8 turns.
+        assert form.query_one("#workload", Select).value == task.workload().uuid
+        assert form.config() == AgentConfig(workload=task.workload().uuid)
+        form.query_one("#model", Input).value = f"scripted:{script}"
+        form.query_one("#workload", Select).value = other
+        form.query_one("#pack", Select).value = (True, "fa3_forward")
+        for field, value in [("turns", "2"), ("cost_limit_usd", "0.5"), ("wall_limit_s", "600")]:
+            form.query_one(f"#{field}", Input).value = value
+        form.query_one("#target_speedup", Input).value = "1.25"
+        await pilot.click("#start")
+        await until(pilot, lambda: isinstance(app.screen, SessionScreen))
+        driver = app.screen.driver
+        assert isinstance(driver, LiveDriver)
+        await until(pilot, lambda: driver.state == "paused")  # step pace: waits before turn 1
+        await pilot.press("X")
+        await until(pilot, lambda: driver.end is not None)
+    (path,) = (tmp_path / "runs").glob(f"{task.name}_hopper_*.jsonl")
+    start = read_session(path).start
+    assert start.pack_id is not None and start.pack_id.startswith("hopper+fa3_forward@")
+    assert {k: start.settings[k] for k in ("workload", "pack", "pack_variant")} == {
+        "workload": other,
+        "pack": True,
+        "pack_variant": "fa3_forward",
+    }
+    assert (start.settings["turns"], start.settings["cost_limit_usd"]) == (2, 0.5)
+    assert (start.settings["wall_limit_s"], start.settings["target_speedup"]) == (600.0, 1.25)
+
+
+async def test_run_form_offers_the_chosen_targets_pack_variants(tmp_path: Path) -> None:
+    app = WorkbenchApp(lambda: HomeScreen([tmp_path]), theme="textual-dark")
+    async with app.run_test(size=(140, 44)) as pilot:
+        form = await open_run_form(app, pilot, "gemm_n7168_k5120")
+        pack = form.query_one("#pack", Select)
+        pack.value = (True, "fa3_forward")
+        form.query_one("#target", Select).value = "blackwell"
+        await pilot.pause()
+        # Blackwell's pack has no fa3_forward: the pack stays on, without the variant.
+        assert pack.value == (True, None)
+        pack.value = (True, "fa4_forward")
+        assert form.config().pack_variant == "fa4_forward"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("turns", "0", "bad setting turns: Input should be greater than or equal to 1"),
+        ("cost_limit_usd", "-1", "bad setting cost_limit_usd: Input should be greater than 0"),
+        ("wall_limit_s", "soon", "bad setting wall_limit_s: Input should be a valid number"),
+        ("target_speedup", "0", "bad setting target_speedup: Input should be greater than 0"),
+        ("executor", "cloud", "unknown executor 'cloud'"),
+    ],
+)
+async def test_run_form_refuses_a_bad_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, value: str, words: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    script = write_script(tmp_path / "script.json", [answer(broken_kernel())])
+    app = WorkbenchApp(lambda: HomeScreen([tmp_path / "runs"]), theme="textual-dark")
+    async with app.run_test(size=(140, 44)) as pilot:
+        form = await open_run_form(app, pilot, "gemm_n7168_k5120")
+        form.query_one("#model", Input).value = f"scripted:{script}"
+        form.query_one(f"#{field}", Input).value = value
+        await pilot.click("#start")
+        await pilot.pause()
+        assert app.screen is form  # the form stays, with one message saying what is wrong
+        error = form.query_one("#error", Static)
+        assert error.display and str(error.render()).startswith(words)
+    assert not (tmp_path / "runs").exists()

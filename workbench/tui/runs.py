@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from workbench.agent import prompts
 from workbench.agent.config import AgentConfig
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import make_model
@@ -11,7 +12,9 @@ from workbench.tui.drivers.live import LiveDriver, Pace, TuiHuman
 from workbench.tui.screens.session import SessionScreen
 
 
-def live_screen(task: str, target: str, model: str, executor: str, turns: int, pace: str) -> SessionScreen:
+def live_screen(
+    task: str, target: str, model: str, executor: str, config: AgentConfig, pace: Pace
+) -> SessionScreen:
     """A session screen driving a new agent run; bad settings raise `UserError` before anything starts."""
     human = TuiHuman() if model == "human" else None
     agent = MiniPTXAgent(
@@ -20,7 +23,9 @@ def live_screen(task: str, target: str, model: str, executor: str, turns: int, p
         model=make_model(model, human=human),
         executor=make_executor(executor),
         out=new_session_path(task, target),
-        config=AgentConfig(turns=turns),
+        config=config,
     )
-    chosen: Pace = "step" if pace == "step" else "auto"
-    return SessionScreen(LiveDriver(agent, pace=chosen, human=human))
+    # The prompts the loop builds first, built now: a workload or pack it cannot use is refused here,
+    # before the session file exists, instead of ending the run on the screen.
+    prompts.build(agent.task, agent.target, config)
+    return SessionScreen(LiveDriver(agent, pace=pace, human=human))

@@ -11,13 +11,19 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Select, Static
 
+from workbench.agent.config import AgentConfig
+from workbench.cli.run_cmd import agent_config
 from workbench.errors import UserError
+from workbench.knowledge import list_packs
 from workbench.session.log import read_session
-from workbench.tasks import TARGETS, Catalogue
+from workbench.tasks import TARGETS, Catalogue, Task, Workload
+from workbench.tui.drivers.live import Pace
+from workbench.tui.runs import live_screen
+from workbench.tui.screens.session import SessionScreen
 
 
 @dataclass(frozen=True)
@@ -56,62 +62,148 @@ def recent_sessions(folders: list[Path], limit: int = 40) -> list[SessionSummary
     return [s for s in found if s is not None]
 
 
-@dataclass(frozen=True)
-class RunRequest:
-    task: str
-    target: str
-    model: str
-    executor: str
-    turns: int
-    pace: str
+# The run's limits, as `AgentConfig` fields (their defaults and checks are the config's) and labels.
+LIMITS = [
+    ("turns", "Turns"),
+    ("cost_limit_usd", "Cost limit, USD"),
+    ("wall_limit_s", "Wall limit, s"),
+    ("target_speedup", "Target speedup"),
+]
+# A pack choice is the config's (pack, pack_variant) pair.
+PackChoice = tuple[bool, str | None]
 
 
-class StartRunScreen(ModalScreen[RunRequest | None]):
-    """Settings for a live run of one task: the model, the target, the executor, the pace."""
+def _default_text(field: str) -> str:
+    default = AgentConfig.model_fields[field].default
+    return "" if default is None else f"{default:g}"
+
+
+def pack_choices(target: str) -> list[tuple[str, PackChoice]]:
+    """No pack, the target's pack, or the pack with one of its variants (`--no-pack`, `--pack-variant`)."""
+    variants = [v for m in list_packs() if m.target == target for v in m.variants]
+    return [
+        ("no pack", (False, None)),
+        (f"{target} pack", (True, None)),
+        *((f"{target} pack + {v}", (True, v)) for v in variants),
+    ]
+
+
+def workload_label(workload: Workload) -> str:
+    axes = ", ".join(f"{k}={v}" for k, v in workload.axes.items())
+    return f"{axes or 'no axes'} · {workload.uuid[:8]}"
+
+
+class StartRunScreen(ModalScreen[SessionScreen | None]):
+    """Settings for a live run of one task, as `ptxwb run` takes them; Start checks them all first."""
 
     DEFAULT_CSS = """
     StartRunScreen { align: center middle; }
-    StartRunScreen > Vertical { width: 72; max-width: 100%; height: auto; border: thick $accent;
-        background: $surface; padding: 0 1; }
+    StartRunScreen > VerticalScroll { width: 84; max-width: 100%; height: auto; max-height: 100%;
+        border: thick $accent; background: $surface; padding: 0 1; }
     StartRunScreen Label { margin-top: 1; color: $text-muted; }
-    StartRunScreen Horizontal { height: auto; margin-top: 1; }
+    StartRunScreen Horizontal { height: auto; }
+    StartRunScreen Horizontal > Vertical { height: auto; width: 1fr; }
+    StartRunScreen #error { display: none; margin-top: 1; color: $error; text-style: bold; }
+    StartRunScreen #error.-shown { display: block; }
+    StartRunScreen #buttons { margin-top: 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, task: str) -> None:
+    def __init__(self, task: Task) -> None:
         super().__init__()
-        self.task_name = task
+        self.run_task = task
 
     def compose(self) -> ComposeResult:
-        with Vertical() as box:
-            box.border_title = f"Run {self.task_name}"
+        task = self.run_task
+        target = "hopper"  # `ptxwb run`'s default
+        headline = task.workload().uuid
+        workloads = [
+            (workload_label(w) + (" ★" if w.uuid == headline else ""), w.uuid) for w in task.workloads
+        ]
+        with VerticalScroll() as box:
+            box.border_title = f"Run {task.name}"
             yield Label("Model: a litellm model string, `human` (you write each turn) or `scripted:FILE`")
             yield Input("human", id="model")
-            yield Label("Target")
-            yield Select([(t, t) for t in TARGETS], value="hopper", allow_blank=False, id="target")
-            yield Label("Executor: static (no GPU), local, ssh://host")
-            yield Input("static", id="executor")
-            yield Label("Turns")
-            yield Input("8", id="turns", type="integer")
-            yield Label("Pace: step asks before each turn and each evaluation; auto runs on")
-            yield Select([("step", "step"), ("auto", "auto")], value="step", allow_blank=False, id="pace")
             with Horizontal():
+                with Vertical():
+                    yield Label("Target")
+                    yield Select([(t, t) for t in TARGETS], value=target, allow_blank=False, id="target")
+                with Vertical():
+                    yield Label("Executor")
+                    yield Input("static", placeholder="static, local or ssh://host", id="executor")
+                with Vertical():
+                    yield Label("Pace")
+                    yield Select(
+                        [("step", "step"), ("auto", "auto")],
+                        value="step",
+                        allow_blank=False,
+                        id="pace",
+                        tooltip="step asks before each turn and each evaluation; auto runs on",
+                    )
+            with Horizontal():
+                with Vertical():
+                    yield Label("Workload (★ the headline)")
+                    yield Select(workloads, value=headline, allow_blank=False, id="workload")
+                with Vertical():
+                    yield Label("Knowledge pack")
+                    default: PackChoice = (
+                        AgentConfig.model_fields["pack"].default,
+                        AgentConfig.model_fields["pack_variant"].default,
+                    )
+                    yield Select(pack_choices(target), value=default, allow_blank=False, id="pack")
+            with Horizontal():
+                for field, label in LIMITS:
+                    with Vertical():
+                        yield Label(label)
+                        kind = "integer" if field == "turns" else "number"
+                        yield Input(_default_text(field), placeholder="none", type=kind, id=field)
+            yield Static(id="error")
+            with Horizontal(id="buttons"):
                 yield Button("Start", variant="primary", id="start")
                 yield Button("Cancel", id="cancel")
 
+    @on(Select.Changed, "#target")
+    def _target_changed(self, event: Select.Changed) -> None:
+        # Variants differ by target: keep the pack on or off, drop a variant the new target lacks.
+        pack = self.query_one("#pack", Select)
+        kept: PackChoice = pack.value  # type: ignore[assignment]
+        choices = pack_choices(str(event.value))
+        pack.set_options(choices)
+        pack.value = kept if kept in [value for _, value in choices] else (kept[0], None)
+
+    def config(self) -> AgentConfig:
+        """The form as an `AgentConfig`, checked as `ptxwb run` checks its options (a `UserError`)."""
+        pack, variant = self.query_one("#pack", Select).value  # type: ignore[misc]
+        values: dict[str, object] = {
+            "workload": self.query_one("#workload", Select).value,
+            "pack": pack,
+            "pack_variant": variant,
+        }
+        for field, _ in LIMITS:
+            text = self.query_one(f"#{field}", Input).value.strip()
+            if text:  # an empty box keeps the config's default
+                values[field] = text
+        return agent_config(**values)
+
     @on(Button.Pressed, "#start")
     def start(self) -> None:
-        turns = self.query_one("#turns", Input).value.strip()
-        self.dismiss(
-            RunRequest(
-                task=self.task_name,
-                target=str(self.query_one("#target", Select).value),
-                model=self.query_one("#model", Input).value.strip() or "human",
-                executor=self.query_one("#executor", Input).value.strip() or "static",
-                turns=int(turns) if turns.isdigit() and int(turns) > 0 else 8,
-                pace=str(self.query_one("#pace", Select).value),
+        pace: Pace = "auto" if self.query_one("#pace", Select).value == "auto" else "step"
+        try:
+            screen = live_screen(
+                self.run_task.name,
+                str(self.query_one("#target", Select).value),
+                self.query_one("#model", Input).value.strip() or "human",
+                self.query_one("#executor", Input).value.strip() or "static",
+                self.config(),
+                pace,
             )
-        )
+        except UserError as exc:
+            error = self.query_one("#error", Static)
+            error.update(str(exc))
+            error.add_class("-shown")
+            error.scroll_visible()
+            return
+        self.dismiss(screen)
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
@@ -140,6 +232,7 @@ class HomeScreen(Screen[None]):
     def __init__(self, session_folders: list[Path]) -> None:
         super().__init__()
         self.session_folders = session_folders
+        self.tasks: dict[str, Task] = {}
 
     def compose(self) -> ComposeResult:
         intro = Text()
@@ -165,6 +258,7 @@ class HomeScreen(Screen[None]):
         except UserError as exc:
             self.notify(str(exc), severity="error")
         else:
+            self.tasks = catalogue.tasks
             for name, task in catalogue.tasks.items():
                 family = task.facts.family if task.facts else "?"
                 headline = "★" if task.facts and task.facts.headline else ""
@@ -196,7 +290,7 @@ class HomeScreen(Screen[None]):
         if focused.id == "sessions":
             self._replay(Path(key))
         else:
-            self.app.push_screen(StartRunScreen(key), self._start)
+            self.app.push_screen(StartRunScreen(self.tasks[key]), self._start)
 
     @on(DataTable.RowSelected)
     def _row_selected(self) -> None:
@@ -204,7 +298,6 @@ class HomeScreen(Screen[None]):
 
     def _replay(self, path: Path) -> None:
         from workbench.tui.drivers.replay import ReplayDriver
-        from workbench.tui.screens.session import SessionScreen
 
         try:
             read = read_session(path)
@@ -213,16 +306,6 @@ class HomeScreen(Screen[None]):
             return
         self.app.push_screen(SessionScreen(ReplayDriver(read, speed=4.0)))
 
-    def _start(self, request: RunRequest | None) -> None:
-        if request is None:
-            return
-        from workbench.tui.runs import live_screen
-
-        try:
-            screen = live_screen(
-                request.task, request.target, request.model, request.executor, request.turns, request.pace
-            )
-        except UserError as exc:
-            self.notify(str(exc), severity="error")
-            return
-        self.app.push_screen(screen)
+    def _start(self, screen: SessionScreen | None) -> None:
+        if screen is not None:
+            self.app.push_screen(screen)
