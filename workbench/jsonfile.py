@@ -15,6 +15,8 @@ def read_json(path: Path) -> object:
         raise UserError(f"{path}: no such file") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte {exc.start}); JSON files are UTF-8") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

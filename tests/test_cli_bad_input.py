@@ -1,0 +1,53 @@
+"""A user's sweep of bad input through the real `ptxwb`: one line on stderr, a non-zero exit, nothing lost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PTXWB = Path(sys.executable).parent / "ptxwb"
+TASK = "gemm_n7168_k5120"
+SESSIONS = Path(__file__).resolve().parent.parent / "sessions"
+LADDER = SESSIONS / "gemm_n7168_k5120_ladder_h200.jsonl"
+
+
+def ptxwb(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(PTXWB), *args],
+        check=False,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "PTXWB_CACHE": str(cwd or Path.cwd())},
+    )
+
+
+def one_line_error(done: subprocess.CompletedProcess[str], message: str, code: int = 2) -> None:
+    assert done.returncode == code, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert message in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("task", "{file}"),
+        ("eval", "{file}", "--task", TASK),
+        ("session", "import", "{file}", "--task", TASK, "--target", "hopper"),
+        ("run", "--task", TASK, "--model", "scripted:{file}", "--headless", "--out", "{out}"),
+    ],
+)
+def test_a_json_file_that_is_not_utf8_is_one_line(args: tuple[str, ...], tmp_path: Path) -> None:
+    bad = tmp_path / "latin1.json"
+    bad.write_bytes(b'{"name": "caf\xe9"}')
+    out = tmp_path / "s.jsonl"
+    done = ptxwb(*(a.format(file=bad, out=out) for a in args), cwd=tmp_path)
+    one_line_error(done, f"{bad}: not UTF-8 text")
+    assert not out.exists()
