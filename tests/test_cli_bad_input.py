@@ -51,3 +51,37 @@ def test_a_json_file_that_is_not_utf8_is_one_line(args: tuple[str, ...], tmp_pat
     done = ptxwb(*(a.format(file=bad, out=out) for a in args), cwd=tmp_path)
     one_line_error(done, f"{bad}: not UTF-8 text")
     assert not out.exists()
+
+
+def _write_targets(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Output paths a user may name by mistake, and the error each gives."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    (tmp_path / "folder").mkdir()
+    return {
+        "unwritable": (Path("/proc/ptxwb-test/out.jsonl"), "cannot"),
+        "under a file": (a_file / "out.jsonl", "cannot create its folder"),
+        "a folder": (tmp_path / "folder", "a folder already exists there"),
+        "an existing file": (a_file, "already exists there"),
+    }
+
+
+@pytest.mark.parametrize("case", ["unwritable", "under a file", "a folder", "an existing file"])
+def test_outputs_that_cannot_be_written_are_one_line_and_touch_nothing(case: str, tmp_path: Path) -> None:
+    out, message = _write_targets(tmp_path)[case]
+    parent = tmp_path / "parent.jsonl"
+    parent.write_bytes(LADDER.read_bytes())
+    script = tmp_path / "script.json"
+    script.write_text('["no code"]')
+    trajectory = tmp_path / "t.traj.json"
+    assert ptxwb("session", "export", str(parent), "--out", str(trajectory)).returncode == 0
+    commands = [
+        ("run", "--task", TASK, "--model", f"scripted:{script}", "--headless", "--out", str(out)),
+        ("session", "fork", str(parent), "--turn", "1", "--model", f"scripted:{script}", "--out", str(out)),
+        ("session", "export", str(parent), "--out", str(out)),
+        ("session", "import", str(trajectory), "--out", str(out)),
+    ]
+    for args in commands:
+        one_line_error(ptxwb(*args, cwd=tmp_path), message)
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+    assert parent.read_bytes() == LADDER.read_bytes()

@@ -19,7 +19,7 @@ import workbench
 from workbench.errors import UserError
 from workbench.jsonfile import read_json
 from workbench.session.events import EVENT_ADAPTER, Candidate, Event, Message, SessionEnd, SessionStart
-from workbench.session.log import SessionRead, SessionWriter
+from workbench.session.log import SessionRead, SessionWriter, create_new
 
 TRAJECTORY_FORMAT = "mini-swe-agent-1.1"
 EVENTS_KEY = "ptxwb_events"
@@ -189,10 +189,9 @@ def _foreign_events(data: dict[str, Any], task: str, target: str) -> list[Event]
 
 
 def export_trajectory(read: SessionRead, out: Path) -> Path:
-    if out.exists():
-        raise UserError(f"{out}: a file already exists there")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(to_trajectory(read), indent=2) + "\n", encoding="utf-8")
+    text = json.dumps(to_trajectory(read), indent=2) + "\n"
+    with create_new(out, "a file") as file:
+        file.write(text)
     return out
 
 

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Self, TextIO
 
 from pydantic import ValidationError
 
@@ -14,17 +14,28 @@ from workbench.errors import UserError
 from workbench.session.events import EVENT_ADAPTER, Event, SessionStart
 
 
+def create_new(path: Path, what: str) -> TextIO:
+    """Open a new file for writing, its folder made if need be; a file already there is never touched."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot create its folder {path.parent} ({exc.strerror})") from None
+    try:
+        # "x": checked and created in one step, so nothing someone made is overwritten.
+        return open(path, "x", encoding="utf-8")  # the caller closes it
+    except FileExistsError:
+        there = "a folder" if path.is_dir() else what
+        raise UserError(f"{path}: {there} already exists there") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write {what} there ({exc.strerror})") from None
+
+
 class SessionWriter:
     """Appends events to a session file; each line is flushed and fsync'd before `append` returns."""
 
     def __init__(self, path: Path, start: SessionStart) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # "x": never overwrite a session someone made.
-        try:
-            self._file = open(path, "x", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        except FileExistsError:
-            raise UserError(f"{path}: a session file already exists there") from None
+        self._file = create_new(path, "a session file")
         self.append(start)
 
     def append(self, event: Event) -> None:
