@@ -85,3 +85,26 @@ def test_outputs_that_cannot_be_written_are_one_line_and_touch_nothing(case: str
         one_line_error(ptxwb(*args, cwd=tmp_path), message)
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
     assert parent.read_bytes() == LADDER.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("eval",), "Missing argument 'candidate'. (`ptxwb eval --help` lists the options)"),
+        (("run", "--task", TASK, "--model", "human", "--turns", "x"), "Invalid value for '--turns'"),
+        (("session", "fork", "s.jsonl", "--turn", "abc", "--model", "x"), "Invalid value for '--turn'"),
+        (("replay", "s.jsonl", "--speed", "fast"), "Invalid value for '--speed'"),
+        (("tasks", "--jsn"), "No such option: --jsn"),
+        (("tasks", "extra"), "unexpected extra argument"),
+        (("frobnicate",), "No such command 'frobnicate'"),
+        (("pack", "nope"), "No such command 'nope'"),
+    ],
+)
+def test_the_parsers_own_errors_are_one_line(args: tuple[str, ...], message: str) -> None:
+    one_line_error(ptxwb(*args), message)
+
+
+def test_a_command_group_alone_shows_its_help() -> None:
+    done = ptxwb("session")
+    assert done.returncode == 2 and "Usage: ptxwb session" in done.stdout and done.stderr == ""
+    assert ptxwb("tasks", "--help").returncode == 0

@@ -58,7 +58,22 @@ def build_app(argv: list[str]) -> typer.Typer:
 
 def main() -> None:
     try:
-        build_app(sys.argv[1:])()
+        code = build_app(sys.argv[1:])(prog_name="ptxwb", standalone_mode=False)
     except UserError as exc:
         print(f"ptxwb: {exc}", file=sys.stderr)
         sys.exit(2)
+    except typer.TyperException as exc:
+        # The parser's own errors (a missing argument, a non-numeric --turns, an unknown option).
+        message = exc.format_message()
+        ctx: typer.Context | None = getattr(exc, "ctx", None)
+        if not message.strip():
+            pass  # a command group given no command: the parser printed its help
+        elif ctx is not None:
+            print(f"ptxwb: {message} (`{ctx.command_path} --help` lists the options)", file=sys.stderr)
+        else:
+            print(f"ptxwb: {message}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("ptxwb: aborted", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
