@@ -108,3 +108,28 @@ def test_a_command_group_alone_shows_its_help() -> None:
     done = ptxwb("session")
     assert done.returncode == 2 and "Usage: ptxwb session" in done.stdout and done.stderr == ""
     assert ptxwb("tasks", "--help").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: (p / "k.cu").write_text(""), "k.cu: the file is empty"),
+        (lambda p: (p / "k.cu").write_text("  \n\n"), "k.cu: the file is empty"),
+        (lambda p: (p / "k.cu").mkdir(), "k.cu: a folder, not a .cu file"),
+        (lambda p: (p / "k.cu").write_bytes(b"// caf\xe9\n"), "k.cu: not UTF-8 text (byte 6)"),
+    ],
+)
+def test_eval_of_a_kernel_file_that_holds_no_source(make, message: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    make(tmp_path)
+    one_line_error(ptxwb("eval", "k.cu", "--task", TASK, cwd=tmp_path), message)
+
+
+def test_eval_of_empty_standard_input_is_bad_input(tmp_path: Path) -> None:
+    one_line_error(ptxwb("eval", "-", "--task", TASK, cwd=tmp_path), "standard input held no source")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_eval_compile_timeout_must_be_positive(value: str, tmp_path: Path) -> None:
+    kernel = Path(__file__).resolve().parent / "data" / "kernels" / "wgmma_gemm.cu"
+    done = ptxwb("eval", str(kernel), "--task", TASK, "--compile-timeout", value, cwd=tmp_path)
+    one_line_error(done, "--compile-timeout must be a positive number of seconds")

@@ -45,6 +45,8 @@ def eval_candidate(
     ] = False,
 ) -> None:
     """Build and judge one candidate kernel for a task and a target."""
+    if not compile_timeout > 0:  # also NaN
+        raise UserError(f"--compile-timeout must be a positive number of seconds (got {compile_timeout:g})")
     source, solution = read_candidate(candidate)
     task_name = task or (solution.definition if solution else None)
     if task_name is None:

@@ -136,13 +136,23 @@ def load_solution(path: Path) -> Solution:
 def read_candidate(path: Path) -> tuple[str, Solution | None]:
     """The candidate's source from a `.cu` file, `-` (standard input) or a Solution JSON (with the Solution)."""
     if str(path) == "-":
-        return sys.stdin.read(), None
+        source = sys.stdin.read()
+        if not source.strip():
+            raise UserError("-: standard input held no source (pipe a .cu file in, or name one)")
+        return source, None
     if path.suffix == ".json":
         solution = load_solution(path)
         return solution_source(solution, str(path)), solution
     try:
-        return path.read_text(encoding="utf-8"), None
+        source = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read ({exc})") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: a folder, not a .cu file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    if not source.strip():
+        raise UserError(f"{path}: the file is empty")
+    return source, None
