@@ -133,3 +133,11 @@ def test_eval_compile_timeout_must_be_positive(value: str, tmp_path: Path) -> No
     kernel = Path(__file__).resolve().parent / "data" / "kernels" / "wgmma_gemm.cu"
     done = ptxwb("eval", str(kernel), "--task", TASK, "--compile-timeout", value, cwd=tmp_path)
     one_line_error(done, "--compile-timeout must be a positive number of seconds")
+
+
+def test_an_ssh_address_that_ssh_would_read_as_an_option_never_reaches_ssh(tmp_path: Path) -> None:
+    kernel = Path(__file__).resolve().parent / "data" / "kernels" / "wgmma_gemm.cu"
+    spec = "ssh://-oProxyCommand=touch$IFS.pwned"
+    done = ptxwb("eval", str(kernel), "--task", TASK, "--executor", spec, cwd=tmp_path)
+    one_line_error(done, "expected ssh://[user@]host[:port]")
+    assert not (tmp_path / ".pwned").exists()

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from build_support import needs_nvcc
 
+from workbench.errors import UserError
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import Status
 from workbench.evaluate.ssh_executor import SshExecutor, parse_address, ssh_command
@@ -151,3 +152,18 @@ def test_an_unreachable_host_is_an_infrastructure_error(sshd) -> None:
     result = evaluate(executor_for(free_port(), options), (KERNELS / "wgmma_gemm.cu").read_text())
     assert result.status == Status.infrastructure_error
     assert "worker exited" in result.stages.build.message
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "ssh://-oProxyCommand=touch$IFS.x",
+        "ssh://-oProxyCommand=x@host",
+        "ssh://gpu 7",
+        "ssh://",
+        "ssh://h:abc",
+    ],
+)
+def test_an_address_ssh_would_read_as_an_option_is_refused(spec: str) -> None:
+    with pytest.raises(UserError, match="expected ssh://"):
+        parse_address(spec)

@@ -18,8 +18,11 @@ from workbench.errors import UserError
 from workbench.evaluate.gpu_executor import GpuExecutor
 from workbench.evaluate.worker_client import WorkerClient
 
+# A user or host never begins with `-` (ssh would read it as an option, `-oProxyCommand=…`) nor holds
+# white space.
 _ADDRESS = re.compile(
-    r"^ssh://(?:(?P<user>[^@/:?]+)@)?(?P<host>[^@/:?]+)(?::(?P<port>\d+))?/?(?:\?(?P<query>.*))?$"
+    r"^ssh://(?:(?P<user>[^@/:?\s-][^@/:?\s]*)@)?(?P<host>[^@/:?\s-][^@/:?\s]*)"
+    r"(?::(?P<port>\d+))?/?(?:\?(?P<query>.*))?$"
 )
 
 
