@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -141,3 +142,57 @@ def test_an_ssh_address_that_ssh_would_read_as_an_option_never_reaches_ssh(tmp_p
     done = ptxwb("eval", str(kernel), "--task", TASK, "--executor", spec, cwd=tmp_path)
     one_line_error(done, "expected ssh://[user@]host[:port]")
     assert not (tmp_path / ".pwned").exists()
+
+
+@pytest.mark.parametrize(
+    ("trajectory", "message"),
+    [
+        ("[1, 2]", "message 1 is not an object"),
+        ('{"messages": [{"role": "user", "content": "x"}, null]}', "message 2 is not an object"),
+        (
+            '{"messages": [{"role": "user", "content": "x", "extra": "x"}]}',
+            "message 1: `extra` is not an object",
+        ),
+        ('{"info": "x", "messages": []}', "`info` is not an object"),
+    ],
+)
+def test_import_of_a_malformed_trajectory_is_one_line(trajectory: str, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(trajectory)
+    done = ptxwb("session", "import", str(path), "--task", TASK, "--target", "hopper", cwd=tmp_path)
+    one_line_error(done, message)
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_import_tolerates_odd_optional_metadata_of_a_foreign_trajectory(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(
+        '{"info": {"config": {"model": "gpt"}, "exit_status": {"odd": 1}},'
+        ' "messages": [{"role": "assistant", "content": "hi", "extra": null}]}'
+    )
+    done = ptxwb("session", "import", str(path), "--task", TASK, "--target", "hopper", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert ptxwb("session", "show", str(tmp_path / "t.jsonl")).returncode == 0
+
+
+def test_import_with_an_unknown_task_or_target_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text('{"messages": []}')
+    for task, target, message in [
+        ("nope", "hopper", "unknown task 'nope'"),
+        (TASK, "ampere", "unknown target"),
+    ]:
+        done = ptxwb("session", "import", str(path), "--task", task, "--target", target, cwd=tmp_path)
+        one_line_error(done, message)
+        assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_import_of_a_workbench_export_with_damaged_carried_events(tmp_path: Path) -> None:
+    exported = tmp_path / "l.traj.json"
+    assert ptxwb("session", "export", str(LADDER), "--out", str(exported)).returncode == 0
+    data = json.loads(exported.read_text())
+    data["messages"][1]["extra"]["ptxwb_events"] = 5
+    exported.write_text(json.dumps(data))
+    one_line_error(
+        ptxwb("session", "import", str(exported), cwd=tmp_path), "message 2: damaged workbench events"
+    )

@@ -20,6 +20,7 @@ from workbench.errors import UserError
 from workbench.jsonfile import read_json
 from workbench.session.events import EVENT_ADAPTER, Candidate, Event, Message, SessionEnd, SessionStart
 from workbench.session.log import SessionRead, SessionWriter, create_new
+from workbench.tasks import get_target, resolve_task
 
 TRAJECTORY_FORMAT = "mini-swe-agent-1.1"
 EVENTS_KEY = "ptxwb_events"
@@ -124,17 +125,36 @@ def _load_trajectory(path: Path) -> dict[str, Any]:
         data = {"info": {}, "messages": data}
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise UserError(f"{path}: not a mini-swe-agent trajectory (no `messages` list)")
+    if data.get("info") is None:
+        data["info"] = {}
+    if not isinstance(data["info"], dict):
+        raise UserError(f"{path}: not a mini-swe-agent trajectory (`info` is not an object)")
+    for number, message in enumerate(data["messages"], 1):
+        if not isinstance(message, dict):
+            raise UserError(f"{path}: message {number} is not an object")
+        if message.get("extra") is None:
+            message["extra"] = {}
+        if not isinstance(message["extra"], dict):
+            raise UserError(f"{path}: message {number}: `extra` is not an object")
     return data
+
+
+def _object(value: object) -> dict[str, Any]:
+    """An optional nested object of a trajectory from elsewhere; anything else counts as absent."""
+    return value if isinstance(value, dict) else {}
 
 
 def _exact_events(path: Path, data: dict[str, Any]) -> list[Event] | None:
     """The carried session events of a workbench export, or None for a trajectory from elsewhere."""
-    start = data.get("info", {}).get(START_KEY)
+    start = data["info"].get(START_KEY)
     if start is None:
         return None
     raw = [start]
-    for message in data["messages"]:
-        raw.extend(message.get("extra", {}).get(EVENTS_KEY, []))
+    for number, message in enumerate(data["messages"], 1):
+        carried = message["extra"].get(EVENTS_KEY, [])
+        if not isinstance(carried, list):
+            raise UserError(f"{path}: message {number}: damaged workbench events (not a list)")
+        raw.extend(carried)
     try:
         return [EVENT_ADAPTER.validate_python(item) for item in raw]
     except ValidationError as exc:
@@ -151,8 +171,8 @@ def _content(message: dict[str, Any]) -> str:
 
 
 def _foreign_events(data: dict[str, Any], task: str, target: str) -> list[Event]:
-    info = data.get("info", {})
-    model = str(info.get("config", {}).get("model", {}).get("model_name", "unknown"))
+    info = data["info"]
+    model = str(_object(_object(info.get("config")).get("model")).get("model_name", "unknown"))
     events: list[Event] = [
         SessionStart(
             session_id=uuid.uuid4().hex, task=task, target=target, model=model, settings={"imported": True}
@@ -162,15 +182,15 @@ def _foreign_events(data: dict[str, Any], task: str, target: str) -> list[Event]
     exit_status = info.get("exit_status") or ""
     for message in data["messages"]:
         role = message.get("role")
-        timestamp = message.get("extra", {}).get("timestamp")
+        timestamp = message["extra"].get("timestamp")
         if role == "exit":
-            exit_status = message.get("extra", {}).get("exit_status") or exit_status
+            exit_status = message["extra"].get("exit_status") or exit_status
             continue
         if role == "assistant":
             turn += 1
         if role not in ("system", "user", "assistant", "tool"):
             continue
-        cost = message.get("extra", {}).get("cost") if role == "assistant" else None
+        cost = message["extra"].get("cost") if role == "assistant" else None
         fields: dict[str, Any] = {
             "turn": turn or None,
             "role": "user" if role == "tool" else role,
@@ -182,6 +202,7 @@ def _foreign_events(data: dict[str, Any], task: str, target: str) -> list[Event]
             fields["ts"] = float(timestamp)
         events.append(Message.model_validate(fields))
     if exit_status:
+        exit_status = str(exit_status)
         reason = REASON.get(exit_status, "model_error")
         note = f"imported exit status {exit_status}"
         events.append(SessionEnd.model_validate({"turn": turn or None, "reason": reason, "note": note}))
@@ -202,6 +223,8 @@ def import_trajectory(path: Path, out: Path, task: str | None = None, target: st
     if events is None:
         if not task or not target:
             raise UserError(f"{path}: not a workbench export; say which --task and --target it was for")
+        resolve_task(task)  # an unknown task or target is a UserError before anything is written
+        get_target(target)
         events = _foreign_events(data, task, target)
     start = events[0]
     if not isinstance(start, SessionStart):
