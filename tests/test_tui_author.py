@@ -58,7 +58,8 @@ async def test_each_save_is_evaluated_and_recorded(
         kernel.write_text(simt_kernel())  # the person saves in their editor
         await until(pilot, lambda: verdict(2) is not None)
         assert verdict(2) == Status.static_missing_family
-        assert screen.query_one(CodePane).document("sass").lines  # the new build's SASS is shown
+        # The new build's SASS is shown (read in a worker).
+        await until(pilot, lambda: bool(screen.query_one(CodePane).document("sass").lines))
         await pilot.press("x")  # evaluate again now, unchanged
         await until(pilot, lambda: verdict(3) is not None)
     events = read_session(out).events

@@ -74,9 +74,9 @@ async def test_auto_runs_every_turn_and_shows_the_verdicts(tmp_path: Path, cache
         assert statuses == [Status.compile_error, Status.static_missing_family, Status.not_run]
         assert screen.view.turn(3).evaluation.stages.static.status == Status.passed  # type: ignore[union-attr]
         # The passing turn's SASS is the static tier's real listing, with the GMMA lines marked.
-        sass = screen.query_one(CodePane).document("sass")
-        assert sass.family_counts()["GMMA"] >= 1
-        assert screen.query_one(CodePane).document("ptx").lines
+        code = screen.query_one(CodePane)
+        await until(pilot, lambda: code.document("sass").family_counts()["GMMA"] >= 1)
+        await until(pilot, lambda: bool(code.document("ptx").lines))
     assert [e.result.status for e in events(tmp_path) if isinstance(e, Evaluation)] == statuses
 
 

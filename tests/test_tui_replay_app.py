@@ -70,7 +70,7 @@ async def test_replay_plays_to_the_end_and_shows_the_last_turn(session_file: Pat
         code = s.query_one(CodePane)
         assert "turn 4" in code.document("cuda").lines[0]
         assert code.document("ptx").unavailable.startswith("PTX not available")
-        assert code.document("sass").marks == {0: "GMMA"}
+        await until(pilot, lambda: code.document("sass").marks == {0: "GMMA"})  # read in a worker
         assert "turn 3" in "\n".join(code.document("diff").lines)
         assert len(s.query_one(TimingPane).query_one("#timing-table").rows) == 4
         assistants = [b for b in s.query(MessageBlock) if b.message and b.message.role == "assistant"]
@@ -126,6 +126,28 @@ async def test_seek_back_and_forward_redraws_the_panes(session_file: Path) -> No
         assert "── turn 4 ──" not in [str(label.render()) for label in app.screen.query(".turn-rule")]
         await pilot.press("greater_than_sign")
         await until(pilot, lambda: screen(app).view.turn_numbers == [1, 2, 3, 4])
+
+
+async def test_listings_not_loaded_in_advance_load_in_a_worker(tmp_path: Path) -> None:
+    sass = tmp_path / "listing.sass"
+    sass.write_text("        /*0000*/                   HGMMA.64x8x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT ;\n")
+    ptx = tmp_path / "kernel.ptx"
+    ptx.mkdir()  # a listing that cannot be read: the tab says why
+    app, _ = make_app(
+        tui_synthetic.write(tmp_path / "s.jsonl", tui_synthetic.events(3, ptx=ptx, sass=sass)), paused=True
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        # Seeking shows turn 2 without playing its evaluation: nothing read its listings in advance.
+        await pilot.press("greater_than_sign", "greater_than_sign")
+        await until(pilot, lambda: screen(app).view.turn_numbers == [1, 2])
+        code = screen(app).query_one(CodePane)
+        code.activate("sass")
+        assert code.view("sass").document.unavailable == f"loading SASS from {sass} …"
+        # The shown tab takes the listing by itself once the worker has read and marked it.
+        await until(pilot, lambda: code.view("sass").document.marks == {0: "GMMA"})
+        assert code.document("ptx").unavailable == f"loading PTX from {ptx} …"
+        await until(pilot, lambda: not code.document("ptx").unavailable.startswith("loading"))
+        assert code.document("ptx").unavailable == "PTX not readable: Is a directory"
 
 
 async def test_turn_navigation_and_tabs(session_file: Path) -> None:

@@ -1,8 +1,10 @@
 """The documents of the code pane for one turn: CUDA source, PTX, SASS and the diff to the previous turn.
 
 PTX and SASS come from the build artefacts an evaluation recorded; a session replayed on another
-machine usually lacks them, and the pane says so instead of guessing. An evaluation that kept a cubin
-but no SASS dump has its cubin disassembled when the SASS tab asks for it.
+machine usually lacks them, and the pane says so instead of guessing. Reading and parsing a listing
+happens in a worker, never on the UI thread: a tab asks for it, says "loading" meanwhile, and the
+screen shows the listing once it is ready. An evaluation that kept a cubin but no SASS dump has its
+cubin disassembled the same way when the SASS tab asks for it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from workbench.tui.model import TurnView
 DocumentMaker = Callable[[], CodeDocument]
 # Asks for a cubin to be disassembled (by `ArtifactCache.disassemble`, in a worker).
 DisassemblyRequest = Callable[[Path], None]
+# Asks for a listing (path, language, what) to be read and parsed (by `ArtifactCache.load`, in a worker).
+LoadRequest = Callable[[Path, str, str], None]
 
 # nvcc: "kernel.cu(123): error: …"; clang-style: "kernel.cu:123:4: error: …".
 _ERROR_LINE = re.compile(r"(?:\((\d+)\)|:(\d+)(?::\d+)?):\s*(?:fatal\s+)?error", re.IGNORECASE)
@@ -41,10 +45,14 @@ def first_error_line(result: EvalResult | None) -> int | None:
 class ArtifactCache:
     """Parsed listings by path and modification time, so going back to a turn costs nothing."""
 
-    def __init__(self, request_disassembly: DisassemblyRequest, size: int = 16) -> None:
+    def __init__(
+        self, request_load: LoadRequest, request_disassembly: DisassemblyRequest, size: int = 16
+    ) -> None:
         self._size = size
         self._documents: dict[tuple[str, str, float], CodeDocument] = {}
+        self._request_load = request_load
         self._request_disassembly = request_disassembly
+        self._loading: set[str] = set()
         self._disassembling: set[str] = set()
 
     def _keep(self, key: tuple[str, str, float], document: CodeDocument) -> None:
@@ -68,16 +76,26 @@ class ArtifactCache:
             stamp = file.stat().st_mtime
         except OSError:
             return CodeDocument.missing(f"{what} not available on this machine (recorded at {path})")
-        key = (path, language, stamp)
-        found = self._documents.get(key)
-        if found is None:
+        found = self._documents.get((path, language, stamp))
+        if found is not None:
+            return found
+        if path not in self._loading:
+            self._loading.add(path)
+            self._request_load(file, language, what)
+        return CodeDocument.missing(f"loading {what} from {path} …")
+
+    async def load(self, file: Path, language: str, target: str, what: str) -> None:
+        """Read and parse a listing in a thread and keep it, or why there is none, for `listing`."""
+        try:
             try:
-                text = file.read_text(encoding="utf-8", errors="replace")
-            except OSError as exc:
-                return CodeDocument.missing(f"{what} not readable: {exc.strerror}")
-            found = CodeDocument.from_text(text, language, target)
-            self._keep(key, found)
-        return found
+                stamp = file.stat().st_mtime
+            except OSError:
+                return  # gone meanwhile: `listing` says so
+            document = await asyncio.to_thread(_read_listing, file, language, target, what)
+            # Kept even when unreadable, so showing the tab again does not start it again.
+            self._keep((str(file), language, stamp), document)
+        finally:
+            self._loading.discard(str(file))
 
     def sass(self, result: EvalResult | None, target: str) -> CodeDocument:
         """The SASS dump the evaluation kept, else its cubin disassembled (asked for, shown when done)."""
@@ -139,9 +157,7 @@ class ArtifactCache:
 
         `pending`: a candidate waiting for the person's review (not yet an event of the turn).
         """
-        result = turn.evaluation
         source = turn.candidate.source if turn.candidate else pending
-        ptx_path = result.stages.build.ptx_path if result else None
 
         def cuda() -> CodeDocument:
             if source is None:
@@ -150,15 +166,37 @@ class ArtifactCache:
 
         return {
             "cuda": cuda,
-            "ptx": lambda: self.listing(ptx_path, "ptx", target, "PTX", result),
-            "sass": lambda: self.sass(result, target),
+            **self.listings(turn.evaluation, target),
             "diff": lambda: diff_document(turn.number, source, previous_source),
         }
 
+    def listings(self, result: EvalResult | None, target: str) -> dict[str, DocumentMaker]:
+        """Makers of the PTX and SASS tabs' documents, the listings of files the evaluation kept."""
+        ptx_path = result.stages.build.ptx_path if result else None
+        return {
+            "ptx": lambda: self.listing(ptx_path, "ptx", target, "PTX", result),
+            "sass": lambda: self.sass(result, target),
+        }
+
     def prefetch(self, result: EvalResult, target: str) -> None:
-        """Parse a verdict's PTX and SASS ahead of time (from a worker thread), so showing them is instant."""
+        """Ask for a verdict's PTX and SASS ahead of time, so showing them is instant."""
         self.listing(result.stages.build.ptx_path, "ptx", target, "PTX", result)
         self.listing(result.stages.static.sass_path, "sass", target, "SASS", result)
+
+
+def _read_listing(file: Path, language: str, target: str, what: str) -> CodeDocument:
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return CodeDocument.missing(f"{what} not readable: {exc.strerror}")
+    return CodeDocument.from_text(text, language, target)
+
+
+def tabs_reading(result: EvalResult, path: Path) -> list[str]:
+    """The code pane's tabs whose listing, for this evaluation, comes from `path` (a listing or a cubin)."""
+    build, static = result.stages.build, result.stages.static
+    reads = {"ptx": [build.ptx_path], "sass": [static.sass_path, build.cubin_path]}
+    return [tab for tab, paths in reads.items() if str(path) in paths]
 
 
 def diff_document(number: int, source: str | None, previous_source: str | None) -> CodeDocument:

@@ -29,11 +29,10 @@ from workbench.agent.items import EvalProgress, ModelRetry, TextDelta
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.prompts import template
 from workbench.errors import UserError
-from workbench.evaluate.result import EvalResult
 from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
 from workbench.session.log import fork_session, read_session
 from workbench.tui import keymap
-from workbench.tui.artifacts import ArtifactCache, first_error_line
+from workbench.tui.artifacts import ArtifactCache, first_error_line, tabs_reading
 from workbench.tui.drivers.base import Driver, Item
 from workbench.tui.drivers.live import LiveDriver
 from workbench.tui.model import SessionView
@@ -64,7 +63,7 @@ class SessionScreen(Screen[None]):
         self.driver = driver
         self.view = SessionView()
         self.selected: int | None = None  # None: follow the latest turn
-        self.artifacts = ArtifactCache(self._disassemble)
+        self.artifacts = ArtifactCache(self._load_listing, self._disassemble)
         self._shown_key: tuple[object, ...] | None = None
         self._answer_open = False
 
@@ -134,7 +133,7 @@ class SessionScreen(Screen[None]):
             self._show_turn()
         if isinstance(event, Evaluation):
             self.query_one(TimingPane).show(self.view, self.shown_turn)
-            self._prefetch(event.result)
+            self.artifacts.prefetch(event.result, self.target)
         if isinstance(event, SessionEnd):
             self.refresh_bindings()
         self._refresh_header()
@@ -150,18 +149,25 @@ class SessionScreen(Screen[None]):
         self.query_one(TimingPane).show(self.view, self.shown_turn)
         self._refresh_header()
 
-    @work(name="prefetch", group="prefetch", thread=True)
-    def _prefetch(self, result: EvalResult) -> None:
-        self.artifacts.prefetch(result, self.target)
+    @work(name="listing", group="listing")
+    async def _load_listing(self, path: Path, language: str, what: str) -> None:
+        await self.artifacts.load(path, language, self.target, what)
+        self._listing_ready(path)
 
     @work(name="disassemble", group="disassemble")
     async def _disassemble(self, cubin: Path) -> None:
         await self.artifacts.disassemble(cubin, self.target)
-        # The SASS tab said "disassembling": show the listing if that turn is still the one shown.
+        self._listing_ready(cubin)
+
+    def _listing_ready(self, path: Path) -> None:
+        # A tab said "loading" or "disassembling": show the listing if its turn is still the one shown.
         number = self.shown_turn
         result = self.view.turn(number).evaluation if number is not None else None
-        if result is not None and result.stages.build.cubin_path == str(cubin):
-            self.query_one(CodePane).replace("sass", lambda: self.artifacts.sass(result, self.target))
+        if result is None:
+            return
+        makers = self.artifacts.listings(result, self.target)
+        for tab in tabs_reading(result, path):
+            self.query_one(CodePane).replace(tab, makers[tab])
 
     def state_changed(self) -> None:
         self._refresh_header()
