@@ -196,3 +196,40 @@ def test_import_of_a_workbench_export_with_damaged_carried_events(tmp_path: Path
     one_line_error(
         ptxwb("session", "import", str(exported), cwd=tmp_path), "message 2: damaged workbench events"
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("replay", str(LADDER)),
+        ("demo",),
+        ("author", "k.cu", "--task", TASK, "--out", "a.jsonl"),
+    ],
+)
+def test_an_unknown_theme_is_one_line_before_the_screen_opens(args: tuple[str, ...], tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text("// mine\n")
+    done = ptxwb(*args, "--theme", "no-such-theme", cwd=tmp_path)
+    one_line_error(done, "unknown theme 'no-such-theme'; choose one of: ")
+    assert "textual-dark" in done.stderr and not (tmp_path / "a.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("--workload", "zzzz"), "no single workload matches 'zzzz'"),
+        (("--out", "notes.txt"), "notes.txt: a session file already exists there"),
+        (("--out", "folder"), "folder: a folder already exists there"),
+        (("--out", "notes.txt/a.jsonl"), "cannot create its folder (notes.txt is a file)"),
+    ],
+)
+def test_author_says_what_it_could_only_find_out_on_screen(
+    extra: tuple[str, ...], message: str, tmp_path: Path
+) -> None:
+    (tmp_path / "k.cu").write_text("// mine\n")
+    (tmp_path / "notes.txt").write_text("mine\n")
+    (tmp_path / "folder").mkdir()
+    one_line_error(ptxwb("author", "k.cu", "--task", TASK, *extra, cwd=tmp_path), message)
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+    one_line_error(
+        ptxwb("author", "folder", "--task", TASK, cwd=tmp_path), "folder: a folder, not a .cu file"
+    )

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from workbench.errors import UserError
 from workbench.paths import new_session_path, sessions_dir
 from workbench.tui.replay import MAX_SPEED, MIN_SPEED, speed_in_range
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 THEME_HELP = "Textual theme, e.g. textual-dark, nord, gruvbox, textual-light."
 
@@ -25,6 +29,31 @@ def _demo_session(folder: Path, name: str) -> Path:
             f"no session to replay in {folder} (looked for {name}): record one with `ptxwb run`, "
             "or pass a file to `ptxwb replay`"
         )
+    return path
+
+
+def _run_app(make: Callable[[], App[object]], theme: str | None) -> None:
+    """Build the workbench app and run it; an unknown --theme is bad input, said before the screen opens."""
+    from textual.app import InvalidThemeError
+
+    try:
+        app = make()
+    except InvalidThemeError:
+        from textual.theme import BUILTIN_THEMES
+
+        names = ", ".join(sorted(BUILTIN_THEMES))
+        raise UserError(f"unknown theme {theme!r}; choose one of: {names}") from None
+    app.run()
+
+
+def _check_new_session(path: Path) -> Path:
+    """A session file the author workbench will create: never over an existing file, in a folder that can be."""
+    if path.exists():
+        there = "a folder" if path.is_dir() else "a session file"
+        raise UserError(f"{path}: {there} already exists there")
+    folder = next((p for p in path.parents if p.exists()), None)
+    if folder is not None and not folder.is_dir():
+        raise UserError(f"{path}: cannot create its folder ({folder} is a file)")
     return path
 
 
@@ -50,7 +79,7 @@ def replay(
     read = read_session(path)
     _ = read.start  # a file without a session_start line is a user error, raised here
     driver = ReplayDriver(read, speed=_check_speed(speed), paused=paused)
-    WorkbenchApp.for_driver(driver, theme=theme).run()
+    _run_app(lambda: WorkbenchApp.for_driver(driver, theme=theme), theme)
 
 
 def home(theme: str | None = None) -> None:
@@ -92,16 +121,19 @@ def author(
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.drivers.author import AuthorDriver
 
+    if kernel.is_dir():
+        raise UserError(f"{kernel}: a folder, not a .cu file")
     if not kernel.is_file():
         raise UserError(f"{kernel}: no such file (create it, then run `ptxwb author` on it)")
-    resolve_task(task)
+    # Everything the workbench would only find out once its screen is open.
+    resolve_task(task).workload(workload)
     get_target(target)
     driver = AuthorDriver(
         task=task,
         target=target,
         kernel=kernel,
         executor=make_executor(executor),
-        out=out or new_session_path(task, target, prefix="author_"),
+        out=_check_new_session(out or new_session_path(task, target, prefix="author_")),
         workload=workload,
     )
-    WorkbenchApp.for_driver(driver, theme=theme).run()
+    _run_app(lambda: WorkbenchApp.for_driver(driver, theme=theme), theme)
