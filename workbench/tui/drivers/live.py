@@ -17,13 +17,20 @@ from workbench.agent.items import EvalProgress, TextDelta
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models.base import ChatMessage
 from workbench.session.events import Evaluation, Message, SessionEnd
+from workbench.tui import keymap
 from workbench.tui.drivers.base import Driver, Sink
 
 Pace = Literal["auto", "step"]
 Waiting = Literal["turn", "review", "answer"]
 
-# Actions possible only while the loop waits for a review of the candidate.
-REVIEW_ACTIONS = {"approve", "edit", "edit_external", "override", "skip"}
+# The keymap's driver actions of live mode: the ones this driver answers.
+ACTIONS = frozenset(a.action for a in keymap.for_mode("live") if a.driver)
+# Of those, the ones possible only while the loop waits for a review of the candidate (the table
+# does not say when an action is possible, only that the driver decides).
+REVIEW_ACTIONS = frozenset({"approve", "edit", "edit_external", "override", "skip"})
+# The rest are possible while the session runs; once it ended, only forking it is.
+RUNNING_ACTIONS = ACTIONS - REVIEW_ACTIONS
+ENDED_ACTIONS = frozenset({"fork"})
 
 
 class TuiApprover:
@@ -170,12 +177,12 @@ class LiveDriver(Driver):
 
     def can(self, action: str) -> bool:
         if self.end is not None:
-            return action == "fork"
+            return action in ENDED_ACTIONS
         if action == "edit" and self.human is not None and self.human.waiting:
             return True
         if action in REVIEW_ACTIONS:
             return self.approver.waiting == "review"
-        return action in {"toggle_pause", "step", "auto", "stop", "message", "fork"}
+        return action in RUNNING_ACTIONS
 
     def pending_source(self, turn: int) -> str | None:
         return self.approver.source if self.approver.turn == turn else None
