@@ -179,3 +179,27 @@ def test_ptxas_error_keeps_the_ptx_it_cites(cache: Path) -> None:
     assert "wgmma" in stage.errors[0] and "sm_100a" in stage.errors[0]
     assert stage.ptx_path and "wgmma.mma_async" in Path(stage.ptx_path).read_text()
     assert stage.cubin_path is None and stage.library_path is None
+
+
+@pytest.mark.parametrize("cancel_after_s", [1.0, 2.5])
+def test_a_cancelled_build_leaves_no_open_pipes_behind(cancel_after_s: float, tmp_path: Path) -> None:
+    """Ctrl-C cancels the build: nvcc (and cuobjdump, later on) are reaped before the event loop closes."""
+    import gc
+    import warnings
+
+    source = (KERNELS / "wgmma_gemm.cu").read_text()
+
+    async def cancel_midway() -> None:
+        task = asyncio.ensure_future(build(source, get_target("hopper"), 180.0, tmp_path))
+        await asyncio.sleep(cancel_after_s)
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        asyncio.run(cancel_midway())
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    assert not list(tmp_path.rglob("build.json"))  # nothing half-built is cached

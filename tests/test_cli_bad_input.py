@@ -233,3 +233,41 @@ def test_author_says_what_it_could_only_find_out_on_screen(
     one_line_error(
         ptxwb("author", "folder", "--task", TASK, cwd=tmp_path), "folder: a folder, not a .cu file"
     )
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("command", ["run", "eval"])
+def test_ctrl_c_during_an_evaluation_is_quiet_and_keeps_the_session(command: str, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    kernel = Path(__file__).resolve().parent / "data" / "kernels" / "wgmma_gemm.cu"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([f"```cuda\n{kernel.read_text()}```"]))
+    out = tmp_path / "s.jsonl"
+    args = {
+        "run": ["run", "--task", TASK, "--model", f"scripted:{script}", "--headless", "--out", str(out)],
+        "eval": ["eval", str(kernel), "--task", TASK],
+    }[command]
+    process = subprocess.Popen(
+        [str(PTXWB), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PTXWB_CACHE": str(tmp_path / "cache")},
+        start_new_session=True,  # Ctrl-C reaches the whole foreground group: here, its own
+    )
+    time.sleep(2.5)  # nvcc is compiling the (uncached) kernel
+    assert process.poll() is None
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr and "ResourceWarning" not in stderr
+    if command == "run":
+        from workbench.session import SessionEnd, read_session
+
+        read = read_session(out)
+        assert read.problems == [] and isinstance(read.events[-1], SessionEnd)
+        assert read.events[-1].reason == "stopped_by_person"

@@ -327,6 +327,8 @@ async def _run(command: list[str], cwd: Path, timeout_s: float) -> _Run:
         return _Run(None, "")
     except asyncio.CancelledError:
         signal_group(process.pid)
+        # Reaped here, so its pipes close while the event loop still runs (Ctrl-C: no warnings on exit).
+        await process.wait()
         raise
     return _Run(process.returncode, stdout.decode(errors="replace"))
 

@@ -155,6 +155,7 @@ async def disassemble(cubin: Path, timeout_s: float = 120.0) -> _Disassembly:
         return _Disassembly(None, f"cuobjdump did not finish within {timeout_s:g} s")
     except asyncio.CancelledError:
         process.kill()
+        await process.wait()  # its pipes close while the event loop still runs
         raise
     if process.returncode != 0:
         return _Disassembly(None, f"cuobjdump failed: {stderr.decode(errors='replace').strip()[:500]}")
