@@ -271,3 +271,19 @@ def test_ctrl_c_during_an_evaluation_is_quiet_and_keeps_the_session(command: str
         read = read_session(out)
         assert read.problems == [] and isinstance(read.events[-1], SessionEnd)
         assert read.events[-1].reason == "stopped_by_person"
+
+
+@pytest.mark.parametrize("extra", [("--turns", "2"), ("--turns", "1"), ()])
+def test_a_fork_whose_turn_limit_leaves_nothing_to_run_writes_nothing(
+    extra: tuple[str, ...], tmp_path: Path
+) -> None:
+    parent = tmp_path / "parent.jsonl"
+    parent.write_bytes(LADDER.read_bytes())
+    script = tmp_path / "script.json"
+    script.write_text('["no code"]')
+    turn = "4" if not extra else "2"  # the ladder's own limit is 4 turns
+    done = ptxwb(
+        "session", "fork", str(parent), "--turn", turn, "--model", f"scripted:{script}", *extra, cwd=tmp_path
+    )
+    one_line_error(done, f"the fork keeps turns up to {turn}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent.jsonl", "script.json"]

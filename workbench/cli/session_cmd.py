@@ -10,7 +10,9 @@ import typer
 from rich.table import Table
 
 from workbench.cli.output import console, print_json
+from workbench.errors import UserError
 from workbench.session import read_session
+from workbench.session.log import kept_through
 
 app = typer.Typer(help="Inspect, fork, export and import session files.", no_args_is_help=True)
 
@@ -99,6 +101,13 @@ def fork(
     settings = recorded_settings(parent.start.settings)
     if turns is not None:
         settings["turns"] = turns
+    config = agent_config(**settings)
+    kept_through(parent, turn)  # a turn the parent lacks is said first
+    if config.turns <= turn:
+        raise UserError(
+            f"the fork keeps turns up to {turn} and its turn limit is {config.turns}: nothing would run "
+            f"(give --turns above {turn})"
+        )
     executor_spec = executor or str(parent.start.settings.get("executor", "static"))
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     out = out or path.with_name(f"{path.stem}.fork{turn}-{stamp}.jsonl")
@@ -108,7 +117,7 @@ def fork(
         model=build_model(model, api_base),
         executor=make_executor(executor_spec),
         out=out,
-        config=agent_config(**settings),
+        config=config,
     )
     console = Console(highlight=False)
     end = asyncio.run(drive_headless(agent, console, spinner=model != "human" and console.is_terminal))
@@ -124,7 +133,6 @@ def export(
     out: Annotated[Path | None, typer.Option("--out", help="Default: SESSION.traj.json beside it.")] = None,
 ) -> None:
     """Export a session as a mini-swe-agent trajectory (`info`, `messages` with `extra`, exit message)."""
-    from workbench.errors import UserError
     from workbench.session.interop import export_trajectory
 
     if fmt != "mini-swe-agent":
