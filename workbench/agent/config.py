@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from workbench.errors import UserError
 
 ContextPolicy = Literal["full", "latest-pair"]
 
@@ -34,3 +36,13 @@ class AgentConfig(BaseModel):
 def recorded_settings(settings: dict[str, object]) -> dict[str, object]:
     """The `AgentConfig` fields among a session start's `settings` (which also record executor and model)."""
     return {k: v for k, v in settings.items() if k in AgentConfig.model_fields}
+
+
+def agent_config(**values: object) -> AgentConfig:
+    """The settings a person gave (CLI flags, the home screen's form); the first bad one is one line."""
+    try:
+        return AgentConfig.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"bad setting {where}: {first['msg']}") from None

@@ -13,28 +13,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 
-from workbench.agent.config import AgentConfig, ContextPolicy
+from workbench.agent.config import ContextPolicy, agent_config
 from workbench.agent.items import EvalProgress, LoopItem, ModelRetry, TextDelta
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import ChatMessage, HumanWriter, Model, make_model
-from workbench.errors import UserError
 from workbench.evaluate.executors import make_executor
 from workbench.paths import new_session_path
 from workbench.session.events import Candidate, Evaluation, Message, SessionEnd, SessionStart
 
 END_LINE = "."
-
-
-def agent_config(**values: object) -> AgentConfig:
-    try:
-        return AgentConfig.model_validate(values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"bad setting {where}: {first['msg']}") from None
 
 
 async def stdin_writer(messages: Sequence[ChatMessage]) -> str | None:

@@ -92,9 +92,9 @@ def fork(
 
     from rich.console import Console
 
-    from workbench.agent.config import recorded_settings
+    from workbench.agent.config import agent_config, recorded_settings
     from workbench.agent.loop import MiniPTXAgent
-    from workbench.cli.run_cmd import agent_config, build_model, drive_headless, finish
+    from workbench.cli.run_cmd import build_model, drive_headless, finish
     from workbench.evaluate.executors import make_executor
 
     parent = read_session(path)

@@ -15,8 +15,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Select, Static
 
-from workbench.agent.config import AgentConfig
-from workbench.cli.run_cmd import agent_config
+from workbench.agent.config import AgentConfig, agent_config
 from workbench.errors import UserError
 from workbench.knowledge import list_packs
 from workbench.session.log import read_session
