@@ -113,13 +113,9 @@ async def test_home_starts_a_live_run(tmp_path: Path, monkeypatch: pytest.Monkey
     script = write_script(tmp_path / "script.json", [answer(broken_kernel())])
     app = WorkbenchApp(lambda: HomeScreen([tmp_path / "runs"]), theme="textual-dark")
     async with app.run_test(size=(140, 44)) as pilot:
-        tasks = app.screen.query_one("#tasks", DataTable)
-        tasks.focus()
-        tasks.move_cursor(row=tasks.get_row_index("gemm_n7168_k5120"))
-        await pilot.press("enter")
-        assert isinstance(app.screen, StartRunScreen)
-        app.screen.query_one("#model", Input).value = f"scripted:{script}"
-        app.screen.query_one("#turns", Input).value = "1"
+        form = await open_run_form(app, pilot, "gemm_n7168_k5120")
+        form.query_one("#model", Input).value = f"scripted:{script}"
+        form.query_one("#turns", Input).value = "1"
         await pilot.click("#start")
         await until(pilot, lambda: isinstance(app.screen, SessionScreen))
         driver = app.screen.driver
