@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -219,7 +221,7 @@ def test_an_unknown_theme_is_one_line_before_the_screen_opens(args: tuple[str, .
         (("--workload", "zzzz"), "no single workload matches 'zzzz'"),
         (("--out", "notes.txt"), "notes.txt: a session file already exists there"),
         (("--out", "folder"), "folder: a folder already exists there"),
-        (("--out", "notes.txt/a.jsonl"), "cannot create its folder (notes.txt is a file)"),
+        (("--out", "notes.txt/a.jsonl"), "cannot create its folder notes.txt (notes.txt is a file)"),
     ],
 )
 def test_author_says_what_it_could_only_find_out_on_screen(
@@ -287,3 +289,92 @@ def test_a_fork_whose_turn_limit_leaves_nothing_to_run_writes_nothing(
     )
     one_line_error(done, f"the fork keeps turns up to {turn}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parent.jsonl", "script.json"]
+
+
+def ptxwb_on_a_terminal(
+    *args: str, cwd: Path, file_blocks: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The real `ptxwb` with a terminal as stdin and stdout, so it opens the TUI; stderr is kept apart.
+
+    `file_blocks` caps the size of any file it writes (512-byte blocks): a disk that fills up mid-session.
+    """
+    command = [str(PTXWB), *args]
+    if file_blocks is not None:
+        # XFSZ ignored: a write past the cap fails with EFBIG instead of killing the process.
+        command = ["sh", "-c", 'trap "" XFSZ; ulimit -f "$0"; exec "$@"', str(file_blocks), *command]
+    terminal, child_end = pty.openpty()
+    process = subprocess.Popen(
+        command,
+        stdin=child_end,
+        stdout=child_end,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PTXWB_CACHE": str(cwd / "cache")},
+    )
+    os.close(child_end)
+
+    def drain() -> None:  # the screen's output, read so the app never blocks on a full terminal
+        try:
+            while os.read(terminal, 65536):
+                pass
+        except OSError:
+            pass  # the terminal closed with the process
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+        reader.join(timeout=10)
+        os.close(terminal)
+    return subprocess.CompletedProcess(process.args, process.returncode, "", stderr)
+
+
+def _tui_command(command: str, out: Path, tmp_path: Path) -> tuple[str, ...]:
+    if command == "author":
+        return ("author", str(tmp_path / "k.cu"), "--task", TASK, "--out", str(out))
+    script = tmp_path / "script.json"
+    script.write_text('["no code"]')
+    return ("run", "--task", TASK, "--model", f"scripted:{script}", "--turns", "1", "--out", str(out))
+
+
+@pytest.mark.parametrize("command", ["author", "run"])
+@pytest.mark.parametrize("case", ["unwritable", "under a file", "a folder", "an existing file"])
+def test_the_tuis_outputs_that_cannot_be_written_are_one_line_before_the_screen_opens(
+    command: str, case: str, tmp_path: Path
+) -> None:
+    (tmp_path / "k.cu").write_text("// mine\n")
+    out, message = _write_targets(tmp_path)[case]
+    one_line_error(ptxwb_on_a_terminal(*_tui_command(command, out, tmp_path), cwd=tmp_path), message)
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+    assert (tmp_path / "k.cu").read_text() == "// mine\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("--workload", "zzzz"), "no single workload matches 'zzzz'"),
+        (("--pack-variant", "nope"), "pack 'hopper' has no variant 'nope'"),
+    ],
+)
+def test_the_tuis_run_refuses_settings_its_prompts_cannot_use_before_the_screen_opens(
+    extra: tuple[str, ...], message: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "s.jsonl"
+    one_line_error(ptxwb_on_a_terminal(*_tui_command("run", out, tmp_path), *extra, cwd=tmp_path), message)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["author", "run"])
+def test_a_session_file_that_cannot_be_written_mid_session_ends_the_tui_with_one_line(
+    command: str, tmp_path: Path
+) -> None:
+    # The first line fits under the cap; the next event (the system prompt, the candidate) does not.
+    (tmp_path / "k.cu").write_text("// mine\n" + "// padding\n" * 2000)
+    out = tmp_path / "s.jsonl"
+    done = ptxwb_on_a_terminal(*_tui_command(command, out, tmp_path), cwd=tmp_path, file_blocks=32)
+    one_line_error(done, f"{out}: cannot write the session file (File too large)")
+    assert out.stat().st_size <= 32 * 512
+    assert (tmp_path / "k.cu").read_text().startswith("// mine\n")

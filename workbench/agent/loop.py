@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
 import workbench
 from workbench.agent import feedback, prompts
@@ -68,6 +68,15 @@ class _Ended(Exception):
         super().__init__(reason)
         self.reason = reason
         self.note = note
+
+
+class _Opened(NamedTuple):
+    """A session file made by `open`: its writer, its first line, the events that follow it, the first turn."""
+
+    writer: SessionWriter
+    start: SessionStart
+    first: list[Event]
+    first_turn: int
 
 
 @dataclass
@@ -124,6 +133,7 @@ class MiniPTXAgent:
         self._pending_controls: list[Control] = []
         self._stop_requested = False
         self._state = _State()
+        self._opened: _Opened | None = None
 
     @classmethod
     def continue_from(
@@ -176,8 +186,14 @@ class MiniPTXAgent:
 
     # --- the loop --------------------------------------------------------------------------------
 
-    async def run(self) -> AsyncIterator[LoopItem]:
-        started = time.monotonic()
+    def open(self) -> None:
+        """Build the prompts and create the session file with its first line; `run` does it if not yet.
+
+        A UI calls it before it shows anything: a workload or pack the prompts cannot use, or a file
+        that cannot be written, is a `UserError` then, not a failure on the screen.
+        """
+        if self._opened is not None:
+            return
         first_turn = 1
         history: list[Event] = []
         if self.fork is not None:
@@ -205,11 +221,17 @@ class MiniPTXAgent:
             parent_session=self.fork.parent.start.session_id if self.fork else None,
             fork_turn=self.fork.turn if self.fork else None,
         )
-        writer = SessionWriter(self.out, start)
+        self._opened = _Opened(SessionWriter(self.out, start), start, [*history, *head], first_turn)
+
+    async def run(self) -> AsyncIterator[LoopItem]:
+        self.open()
+        assert self._opened is not None
+        writer, start, first, first_turn = self._opened
+        started = time.monotonic()
         ended = False
         try:
             yield start
-            for event in [*history, *head]:
+            for event in first:
                 yield self._write(writer, event)
             end: SessionEnd | None = None
             for turn in range(first_turn, self.config.turns + 1):

@@ -15,6 +15,8 @@ from workbench.tui.replay import MAX_SPEED, MIN_SPEED, speed_in_range
 if TYPE_CHECKING:
     from textual.app import App
 
+    from workbench.tui.drivers.base import Driver
+
 THEME_HELP = "Textual theme, e.g. textual-dark, nord, gruvbox, textual-light."
 
 
@@ -32,8 +34,12 @@ def _demo_session(folder: Path, name: str) -> Path:
     return path
 
 
-def _run_app(make: Callable[[], App[object]], theme: str | None) -> None:
-    """Build the workbench app and run it; an unknown --theme is bad input, said before the screen opens."""
+def _run_app(make: Callable[[], App[object]], theme: str | None, driver: Driver | None = None) -> None:
+    """Build the workbench app and run it; an unknown --theme is bad input, said before the screen opens.
+
+    The driver's session file is made once the app is built, before it runs; a session that could
+    not be written while the app ran ends the command with that one line.
+    """
     from textual.app import InvalidThemeError
 
     try:
@@ -43,18 +49,11 @@ def _run_app(make: Callable[[], App[object]], theme: str | None) -> None:
 
         names = ", ".join(sorted(BUILTIN_THEMES))
         raise UserError(f"unknown theme {theme!r}; choose one of: {names}") from None
+    if driver is not None:
+        driver.open()
     app.run()
-
-
-def _check_new_session(path: Path) -> Path:
-    """A session file the author workbench will create: never over an existing file, in a folder that can be."""
-    if path.exists():
-        there = "a folder" if path.is_dir() else "a session file"
-        raise UserError(f"{path}: {there} already exists there")
-    folder = next((p for p in path.parents if p.exists()), None)
-    if folder is not None and not folder.is_dir():
-        raise UserError(f"{path}: cannot create its folder ({folder} is a file)")
-    return path
+    if driver is not None and driver.failure is not None:
+        raise UserError(driver.failure)
 
 
 def _check_speed(speed: float) -> float:
@@ -133,7 +132,7 @@ def author(
         target=target,
         kernel=kernel,
         executor=make_executor(executor),
-        out=_check_new_session(out or new_session_path(task, target, prefix="author_")),
+        out=out or new_session_path(task, target, prefix="author_"),
         workload=workload,
     )
-    _run_app(lambda: WorkbenchApp.for_driver(driver, theme=theme), theme)
+    _run_app(lambda: WorkbenchApp.for_driver(driver, theme=theme), theme, driver)

@@ -19,7 +19,9 @@ def create_new(path: Path, what: str) -> TextIO:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"{path}: cannot create its folder {path.parent} ({exc.strerror})") from None
+        blocker = next((p for p in path.parents if p.exists()), None)
+        why = f"{blocker} is a file" if blocker is not None and not blocker.is_dir() else exc.strerror
+        raise UserError(f"{path}: cannot create its folder {path.parent} ({why})") from None
     try:
         # "x": checked and created in one step, so nothing someone made is overwritten.
         return open(path, "x", encoding="utf-8")  # the caller closes it
@@ -40,12 +42,19 @@ class SessionWriter:
 
     def append(self, event: Event) -> None:
         line = EVENT_ADAPTER.dump_json(event).decode("utf-8")
-        self._file.write(line + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        try:
+            self._file.write(line + "\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as exc:
+            # A full disk or a vanished mount mid-session: one line for the person, not a traceback.
+            raise UserError(f"{self.path}: cannot write the session file ({exc.strerror})") from None
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError:
+            pass  # only a line that failed is left to flush, and `append` has said why
 
     def __enter__(self) -> Self:
         return self

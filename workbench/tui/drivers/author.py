@@ -15,6 +15,7 @@ from pathlib import Path
 from watchfiles import Change, awatch
 
 from workbench.agent.items import EvalProgress
+from workbench.errors import UserError
 from workbench.evaluate.request import EvalRequest, Executor, Progress
 from workbench.session.events import Candidate, Evaluation, Event, SessionEnd, SessionStart
 from workbench.session.log import SessionWriter
@@ -50,6 +51,14 @@ class AuthorDriver(Driver):
         self._stop = asyncio.Event()
         self._writer: SessionWriter | None = None
         self._sink: Sink | None = None
+        self._start = SessionStart(
+            session_id=uuid.uuid4().hex,
+            task=task,
+            target=target,
+            model="human",
+            author="human",
+            settings={"executor": executor.name, "kernel": str(self.kernel), "workload": workload},
+        )
 
     @property
     def state(self) -> str:  # type: ignore[override]
@@ -66,19 +75,18 @@ class AuthorDriver(Driver):
     def can(self, action: str) -> bool:
         return action == "evaluate_now" and not self.evaluating
 
+    def open(self) -> None:
+        if self.session_path is not None and self._writer is None:
+            self._writer = SessionWriter(self.session_path, self._start)
+
     async def run(self, sink: Sink) -> None:
         self._sink = sink
-        start = SessionStart(
-            session_id=uuid.uuid4().hex,
-            task=self.task,
-            target=self.target,
-            model="human",
-            author="human",
-            settings={"executor": self.executor.name, "kernel": str(self.kernel), "workload": self.workload},
-        )
-        if self.session_path is not None:
-            self._writer = SessionWriter(self.session_path, start)
-        await sink.ingest(start)
+        try:
+            self.open()
+        except UserError as exc:
+            self.fail(sink, exc)
+            return
+        await sink.ingest(self._start)
         await self.evaluate_now(force=True)
         async for changes in awatch(
             self.kernel.parent,
@@ -101,34 +109,40 @@ class AuthorDriver(Driver):
             if sink is None:  # the screen has gone
                 return
             try:
-                source = self.kernel.read_text(encoding="utf-8")
-            except OSError as exc:
-                self.problem = f"cannot read {self.kernel}: {exc.strerror}"
-                sink.state_changed()
-                return
-            self.problem = None
-            sha = hashlib.sha256(source.encode("utf-8")).hexdigest()
-            if sha == self._last_sha and not force:
-                return
-            self._last_sha = sha
-            self.turn += 1
-            turn = self.turn
-            await self._emit(Candidate(turn=turn, source=source, origin="override", sha256=sha))
-            self.evaluating = True
-            sink.state_changed()
-            loop = asyncio.get_running_loop()
+                await self._evaluate(sink, force)
+            except UserError as exc:
+                self.fail(sink, exc)
 
-            def progress(step: Progress) -> None:
-                item = EvalProgress(turn=turn, progress=step)
-                loop.call_soon_threadsafe(lambda: asyncio.ensure_future(sink.ingest(item)))
-
-            request = EvalRequest(task=self.task, target=self.target, source=source, workload=self.workload)  # type: ignore[arg-type]
-            try:
-                result = await self.executor.evaluate(request, progress)
-            finally:
-                self.evaluating = False
-            await self._emit(Evaluation(turn=turn, result=result))
+    async def _evaluate(self, sink: Sink, force: bool) -> None:
+        try:
+            source = self.kernel.read_text(encoding="utf-8")
+        except OSError as exc:
+            self.problem = f"cannot read {self.kernel}: {exc.strerror}"
             sink.state_changed()
+            return
+        self.problem = None
+        sha = hashlib.sha256(source.encode("utf-8")).hexdigest()
+        if sha == self._last_sha and not force:
+            return
+        self._last_sha = sha
+        self.turn += 1
+        turn = self.turn
+        await self._emit(Candidate(turn=turn, source=source, origin="override", sha256=sha))
+        self.evaluating = True
+        sink.state_changed()
+        loop = asyncio.get_running_loop()
+
+        def progress(step: Progress) -> None:
+            item = EvalProgress(turn=turn, progress=step)
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(sink.ingest(item)))
+
+        request = EvalRequest(task=self.task, target=self.target, source=source, workload=self.workload)  # type: ignore[arg-type]
+        try:
+            result = await self.executor.evaluate(request, progress)
+        finally:
+            self.evaluating = False
+        await self._emit(Evaluation(turn=turn, result=result))
+        sink.state_changed()
 
     async def _emit(self, event: Event) -> None:
         if self._writer is not None:
@@ -140,8 +154,11 @@ class AuthorDriver(Driver):
         self._stop.set()
         self._sink = None
         if self._writer is not None:
-            self._writer.append(
-                SessionEnd(turn=self.turn or None, reason="stopped_by_person", note="author mode closed")
-            )
-            self._writer.close()
-            self._writer = None
+            end = SessionEnd(turn=self.turn or None, reason="stopped_by_person", note="author mode closed")
+            try:
+                self._writer.append(end)
+            except UserError as exc:
+                self.failure = self.failure or str(exc)  # the app is closing: its command says it
+            finally:
+                self._writer.close()
+                self._writer = None

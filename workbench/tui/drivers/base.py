@@ -7,9 +7,12 @@ screen) and takes the person's controls. The screen renders; the driver holds th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+from textual.app import App
 
 from workbench.agent.items import LiveItem
+from workbench.errors import UserError
 from workbench.session.events import Event
 from workbench.tui.replay import ReplayDelta
 
@@ -17,6 +20,9 @@ Item = Event | LiveItem | ReplayDelta
 
 
 class Sink(Protocol):
+    @property
+    def app(self) -> App[Any]: ...
+
     async def ingest(self, item: Item) -> None: ...
 
     async def rebuild(self, events: list[Event]) -> None: ...
@@ -31,6 +37,8 @@ class Driver:
     state: str = "idle"
     speed: float | None = None
     session_path: Path | None = None
+    # Why the session could not go on (one line); the command that opened the app reports it.
+    failure: str | None = None
 
     def can(self, action: str) -> bool:
         """Whether `action` (a keymap action name) is possible now."""
@@ -50,8 +58,16 @@ class Driver:
         """A candidate of `turn` waiting for the person's review, not yet a session event."""
         return None
 
+    def open(self) -> None:
+        """Create what the session writes, before the screen opens: a `UserError` now, not on the screen."""
+
     async def run(self, sink: Sink) -> None:
         raise NotImplementedError
+
+    def fail(self, sink: Sink, error: UserError) -> None:
+        """End the app, non-zero: a session that cannot be written cannot go on."""
+        self.failure = self.failure or str(error)  # the first failure is the cause
+        sink.app.exit(return_code=2)
 
     async def close(self) -> None:
         """Stop background work (called when the screen goes away)."""

@@ -16,6 +16,7 @@ from workbench.agent.approval import Decision
 from workbench.agent.items import EvalProgress, TextDelta
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models.base import ChatMessage
+from workbench.errors import UserError
 from workbench.session.events import Evaluation, Message, SessionEnd
 from workbench.tui import keymap
 from workbench.tui.drivers.base import Driver, Sink
@@ -187,6 +188,9 @@ class LiveDriver(Driver):
     def pending_source(self, turn: int) -> str | None:
         return self.approver.source if self.approver.turn == turn else None
 
+    def open(self) -> None:
+        self.agent.open()
+
     async def run(self, sink: Sink) -> None:
         self._sink = sink
         try:
@@ -199,6 +203,8 @@ class LiveDriver(Driver):
                 if isinstance(item, SessionEnd):
                     self.end = item
                 await sink.ingest(item)
+        except UserError as exc:
+            self.fail(sink, exc)
         finally:
             # The executor may hold a worker process: release it while the app's loop still runs.
             await self.agent.executor.close()
