@@ -150,3 +150,20 @@ def test_a_model_error_ends_the_session_without_leaking_the_key(tmp_path: Path) 
     assert isinstance(end, SessionEnd) and end.reason == "model_error" and "AuthenticationError" in end.note
     for text in (out.read_text(), done.stdout, done.stderr):
         assert CANARY_KEY not in text and CANARY_KEY[:12] not in text
+
+
+def test_a_local_server_of_a_keyless_provider_needs_no_key(tmp_path: Path, build_cache: Path) -> None:
+    out = tmp_path / "local.jsonl"
+    keyless = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
+    with OpenAIServer(["no code this time"]) as server:
+        done = subprocess.run(
+            [str(PTXWB), "run", "--task", "gemm_n7168_k5120", "--model", "hosted_vllm/test-model",
+             "--api-base", server.base_url, "--turns", "1", "--no-pack", "--headless", "--out", str(out)],
+            check=False, capture_output=True, text=True, timeout=300,
+            env={**keyless, "PTXWB_CACHE": str(build_cache)},
+        )  # fmt: skip
+        requests = server.requests
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(requests) == 1 and requests[0].body["model"] == "test-model"
+    end = read_session(out).events[-1]
+    assert isinstance(end, SessionEnd) and end.reason == "turn_limit"

@@ -86,7 +86,7 @@ async def test_no_key_fails_before_any_request(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with OpenAIServer(["unused"]) as server:
         model = LitellmModel("openai/test-model", api_base=server.base_url)
-        with pytest.raises(ModelError, match="set OPENAI_API_KEY"):
+        with pytest.raises(ModelError, match="OPENAI_API_KEY not set"):
             await model.complete(ASK)
         assert server.requests == []
 
@@ -125,13 +125,27 @@ async def test_human_model_asks_the_callback() -> None:
         await model.complete(ASK)
 
 
-def test_make_model_specs() -> None:
+def test_make_model_specs(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
     with pytest.raises(UserError, match="someone to write"):
         make_model("human")
     assert make_model("litellm:openai/gpt-x").name == "openai/gpt-x"
     assert make_model("anthropic/claude-x").name == "anthropic/claude-x"
     with pytest.raises(UserError, match="empty model"):
         make_model("  ")
+
+
+def test_make_model_refuses_a_provider_whose_key_is_not_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    # An OpenAI-compatible server at --api-base still gets the OpenAI SDK, which wants a key.
+    for base in (None, "http://127.0.0.1:9/v1"):
+        with pytest.raises(UserError, match=r"^no credentials for openai/gpt-x: OPENAI_API_KEY not set"):
+            make_model("openai/gpt-x", api_base=base)
+    with pytest.raises(UserError, match="GOOGLE_API_KEY, GEMINI_API_KEY not set"):
+        make_model("gemini/gemini-x")
+    # A provider meant for local servers needs none.
+    assert make_model("hosted_vllm/x", api_base="http://127.0.0.1:9/v1").name == "hosted_vllm/x"
 
 
 def test_redact_removes_keys_and_passwords(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -292,7 +292,7 @@ def test_a_fork_whose_turn_limit_leaves_nothing_to_run_writes_nothing(
 
 
 def ptxwb_on_a_terminal(
-    *args: str, cwd: Path, file_blocks: int | None = None
+    *args: str, cwd: Path, file_blocks: int | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The real `ptxwb` with a terminal as stdin and stdout, so it opens the TUI; stderr is kept apart.
 
@@ -310,7 +310,7 @@ def ptxwb_on_a_terminal(
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
-        env={**os.environ, "PTXWB_CACHE": str(cwd / "cache")},
+        env={**(env or os.environ), "PTXWB_CACHE": str(cwd / "cache")},
     )
     os.close(child_end)
 
@@ -378,3 +378,31 @@ def test_a_session_file_that_cannot_be_written_mid_session_ends_the_tui_with_one
     one_line_error(done, f"{out}: cannot write the session file (File too large)")
     assert out.stat().st_size <= 32 * 512
     assert (tmp_path / "k.cu").read_text().startswith("// mine\n")
+
+
+def _without_keys() -> dict[str, str]:
+    """This environment without any provider key (names as litellm's providers read them)."""
+    return {name: value for name, value in os.environ.items() if not name.endswith(("_API_KEY", "_TOKEN"))}
+
+
+@pytest.mark.parametrize("how", ["run --headless", "run", "fork"])
+def test_a_model_whose_key_is_not_set_is_one_line_before_any_session_file(how: str, tmp_path: Path) -> None:
+    parent = tmp_path / "parent.jsonl"
+    parent.write_bytes(LADDER.read_bytes())
+    out = tmp_path / "s.jsonl"
+    model = ("--model", "anthropic/claude-sonnet-4-5", "--out", str(out))
+    args = {
+        "run --headless": ("run", "--task", TASK, *model, "--headless"),
+        "run": ("run", "--task", TASK, *model),
+        "fork": ("session", "fork", str(parent), "--turn", "1", *model),
+    }[how]
+    if how == "run":  # on a terminal: the TUI would open
+        done = ptxwb_on_a_terminal(*args, cwd=tmp_path, env=_without_keys())
+    else:
+        done = subprocess.run(
+            [str(PTXWB), *args], check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            timeout=300, cwd=tmp_path, env=_without_keys(),
+        )  # fmt: skip
+    one_line_error(done, "no credentials for anthropic/claude-sonnet-4-5: ANTHROPIC_API_KEY not set")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent.jsonl"]
+    assert parent.read_bytes() == LADDER.read_bytes()

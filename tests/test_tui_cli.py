@@ -213,3 +213,20 @@ async def test_run_form_refuses_a_bad_value(
         error = form.query_one("#error", Static)
         assert error.display and str(error.render()).startswith(words)
     assert not (tmp_path / "runs").exists()
+
+
+async def test_run_form_refuses_a_model_whose_key_is_not_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    app = WorkbenchApp(lambda: HomeScreen([tmp_path / "runs"]), theme="textual-dark")
+    async with app.run_test(size=(140, 44)) as pilot:
+        form = await open_run_form(app, pilot, "gemm_n7168_k5120")
+        form.query_one("#model", Input).value = "openai/test-model"
+        await pilot.click("#start")
+        await pilot.pause()
+        assert app.screen is form
+        error = str(form.query_one("#error", Static).render())
+        assert error == "no credentials for openai/test-model: OPENAI_API_KEY not set in the environment"
+    assert not (tmp_path / "runs").exists()

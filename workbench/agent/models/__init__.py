@@ -45,7 +45,7 @@ def make_model(
     if spec.startswith("scripted:"):
         return ScriptedModel(Path(spec.removeprefix("scripted:")))
     name = spec.removeprefix("litellm:")
-    return LitellmModel(
+    model = LitellmModel(
         name,
         api_base=api_base,
         temperature=temperature,
@@ -53,6 +53,12 @@ def make_model(
         retries=retries,
         backoff_s=backoff_s,
     )
+    # A missing key is bad input, said before any session file exists, not a session ended by the
+    # first model call.
+    problem = model.credentials_problem()
+    if problem is not None:
+        raise UserError(problem)
+    return model
 
 
 __all__ = [

@@ -99,7 +99,7 @@ class LitellmModel:
         on_retry: OnRetry | None = None,
     ) -> Reply:
         litellm = _litellm()
-        self._check_credentials(litellm)
+        self._check_credentials()
         fatal, retryable = _fatal_errors(litellm), _retryable_errors(litellm)
         payload = [m.model_dump() for m in messages]
         for attempt in range(1, self.retries + 2):
@@ -116,12 +116,22 @@ class LitellmModel:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _check_credentials(self, litellm: Any) -> None:
-        """Fail at once without a key: the provider SDK's error for it would look retryable."""
-        found = litellm.validate_environment(model=self.name, api_base=self.api_base)
+    def credentials_problem(self) -> str | None:
+        """What key the provider lacks (variable names only), asked of litellm without a request; None if none.
+
+        litellm knows which providers need no key (a local `hosted_vllm/…` server at `api_base`).
+        """
+        found = _litellm().validate_environment(model=self.name, api_base=self.api_base)
         missing = [name for name in found.get("missing_keys", []) if is_secret_name(name)]
-        if missing:
-            raise ModelError(f"no credentials for {self.name}: set {' or '.join(missing)} in the environment")
+        if not missing:
+            return None
+        return f"no credentials for {self.name}: {', '.join(missing)} not set in the environment"
+
+    def _check_credentials(self) -> None:
+        """Fail at once without a key: the provider SDK's error for it would look retryable."""
+        problem = self.credentials_problem()
+        if problem is not None:
+            raise ModelError(problem)
 
     async def _once(self, litellm: Any, payload: list[dict[str, str]], on_delta: OnDelta | None) -> Reply:
         options: dict[str, Any] = {
