@@ -215,6 +215,23 @@ async def test_run_form_refuses_a_bad_value(
     assert not (tmp_path / "runs").exists()
 
 
+async def test_run_form_says_when_the_session_file_cannot_be_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").write_text("a file where the runs folder would go\n")
+    script = write_script(tmp_path / "script.json", [answer(broken_kernel())])
+    app = WorkbenchApp(lambda: HomeScreen([tmp_path / "runs"]), theme="textual-dark")
+    async with app.run_test(size=(140, 44)) as pilot:
+        form = await open_run_form(app, pilot, "gemm_n7168_k5120")
+        form.query_one("#model", Input).value = f"scripted:{script}"
+        await pilot.click("#start")
+        await pilot.pause()
+        assert app.screen is form  # nothing started: the form says why
+        assert "cannot create its folder" in str(form.query_one("#error", Static).render())
+    assert (tmp_path / "runs").read_text() == "a file where the runs folder would go\n"
+
+
 async def test_run_form_refuses_a_model_whose_key_is_not_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -86,8 +86,11 @@ def home(theme: str | None = None) -> None:
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.screens.home import HomeScreen
 
-    folders = [sessions_dir(), Path("runs")]
-    WorkbenchApp(lambda: HomeScreen(folders), theme=theme).run()
+    screen = HomeScreen([sessions_dir(), Path("runs")])
+    _run_app(lambda: WorkbenchApp(lambda: screen, theme=theme), theme)
+    failed = [driver.failure for driver in screen.started if driver.failure is not None]
+    if failed:  # a run started there could not write its session: it ended the app
+        raise UserError(failed[0])
 
 
 def demo(

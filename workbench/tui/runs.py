@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from workbench.agent import prompts
 from workbench.agent.config import AgentConfig
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import make_model
@@ -25,7 +24,8 @@ def live_screen(
         out=new_session_path(task, target),
         config=config,
     )
-    # The prompts the loop builds first, built now: a workload or pack it cannot use is refused here,
-    # before the session file exists, instead of ending the run on the screen.
-    prompts.build(agent.task, agent.target, config)
-    return SessionScreen(LiveDriver(agent, pace=pace, human=human))
+    driver = LiveDriver(agent, pace=pace, human=human)
+    # The prompts and the session file, made now: a workload or pack the run cannot use, or a file
+    # that cannot be written, is refused in the form instead of ending the run on the screen.
+    driver.open()
+    return SessionScreen(driver)

@@ -20,6 +20,7 @@ from workbench.errors import UserError
 from workbench.knowledge import list_packs
 from workbench.session.log import read_session
 from workbench.tasks import TARGETS, Catalogue, Task, Workload
+from workbench.tui.drivers.base import Driver
 from workbench.tui.drivers.live import Pace
 from workbench.tui.runs import live_screen
 from workbench.tui.screens.session import SessionScreen
@@ -232,6 +233,7 @@ class HomeScreen(Screen[None]):
         super().__init__()
         self.session_folders = session_folders
         self.tasks: dict[str, Task] = {}
+        self.started: list[Driver] = []  # the runs started here: `ptxwb` reports one that failed
 
     def compose(self) -> ComposeResult:
         intro = Text()
@@ -307,4 +309,5 @@ class HomeScreen(Screen[None]):
 
     def _start(self, screen: SessionScreen | None) -> None:
         if screen is not None:
+            self.started.append(screen.driver)
             self.app.push_screen(screen)
