@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from agent_support import broken_kernel, shared_build_cache, simt_kernel
-from textual.pilot import Pilot
+from tui_pilot import until
 
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.result import Status
@@ -19,14 +19,6 @@ from workbench.tui.screens.session import SessionScreen
 from workbench.tui.widgets.code_pane import CodePane
 
 pytestmark = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
-
-
-async def until(pilot: Pilot[None], condition, limit: int = 2400) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(limit):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the app never got there")
 
 
 async def test_each_save_is_evaluated_and_recorded(

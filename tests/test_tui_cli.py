@@ -12,6 +12,7 @@ import tui_synthetic
 from agent_support import answer, broken_kernel, write_script
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Select, Static
+from tui_pilot import until
 
 from workbench.agent.config import AgentConfig
 from workbench.evaluate.toolchain import find_tool
@@ -86,14 +87,6 @@ def test_author_errors(tmp_path: Path) -> None:
     )
 
 
-async def until(pilot: Pilot[None], condition, limit: int = 2400) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(limit):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the app never got there")
-
-
 async def test_home_lists_sessions_and_replays_one(tmp_path: Path) -> None:
     tui_synthetic.write(tmp_path / "one.jsonl", tui_synthetic.events(2))
     app = WorkbenchApp(lambda: HomeScreen([tmp_path]), theme="textual-dark")
@@ -116,13 +109,7 @@ async def test_home_starts_a_live_run(tmp_path: Path, monkeypatch: pytest.Monkey
         form = await open_run_form(app, pilot, "gemm_n7168_k5120")
         form.query_one("#model", Input).value = f"scripted:{script}"
         form.query_one("#turns", Input).value = "1"
-        await pilot.click("#start")
-        await until(pilot, lambda: isinstance(app.screen, SessionScreen))
-        driver = app.screen.driver
-        assert isinstance(driver, LiveDriver)
-        await until(pilot, lambda: driver.state == "paused")  # step pace: waits before turn 1
-        await pilot.press("a")
-        await until(pilot, lambda: driver.end is not None)
+        await start_and_finish(app, pilot, "a")
     assert len(list((tmp_path / "runs").glob("gemm_n7168_k5120_hopper_*.jsonl"))) == 1
 
 
@@ -133,6 +120,18 @@ async def open_run_form(app: WorkbenchApp, pilot: Pilot[None], task: str) -> Sta
     await pilot.press("enter")
     assert isinstance(app.screen, StartRunScreen)
     return app.screen
+
+
+async def start_and_finish(app: WorkbenchApp, pilot: Pilot[None], key: str) -> None:
+    """Start the filled form's run, wait for it to pause before turn 1 (step pace), press `key`
+    (approve, or stop), and wait for the session to end."""
+    await pilot.click("#start")
+    await until(pilot, lambda: isinstance(app.screen, SessionScreen))
+    driver = app.screen.driver
+    assert isinstance(driver, LiveDriver)
+    await until(pilot, lambda: driver.state == "paused")
+    await pilot.press(key)
+    await until(pilot, lambda: driver.end is not None)
 
 
 async def test_run_form_records_workload_pack_and_limits(
@@ -154,13 +153,7 @@ async def test_run_form_records_workload_pack_and_limits(
         for field, value in [("turns", "2"), ("cost_limit_usd", "0.5"), ("wall_limit_s", "600")]:
             form.query_one(f"#{field}", Input).value = value
         form.query_one("#target_speedup", Input).value = "1.25"
-        await pilot.click("#start")
-        await until(pilot, lambda: isinstance(app.screen, SessionScreen))
-        driver = app.screen.driver
-        assert isinstance(driver, LiveDriver)
-        await until(pilot, lambda: driver.state == "paused")  # step pace: waits before turn 1
-        await pilot.press("X")
-        await until(pilot, lambda: driver.end is not None)
+        await start_and_finish(app, pilot, "X")
     (path,) = (tmp_path / "runs").glob(f"{task.name}_hopper_*.jsonl")
     start = read_session(path).start
     assert start.pack_id is not None and start.pack_id.startswith("hopper+fa3_forward@")

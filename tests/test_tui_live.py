@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from agent_support import answer, broken_kernel, shared_build_cache, simt_kernel, wgmma_kernel, write_script
-from textual.pilot import Pilot
+from tui_pilot import until
 
 from workbench.agent.config import AgentConfig
 from workbench.agent.loop import MiniPTXAgent
@@ -47,14 +47,6 @@ def make(
     )
     driver = LiveDriver(agent, pace=pace)
     return WorkbenchApp.for_driver(driver, theme="textual-dark"), driver
-
-
-async def until(pilot: Pilot[None], condition, limit: int = 2400) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(limit):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the app never got there")
 
 
 def events(tmp_path: Path) -> list[object]:
