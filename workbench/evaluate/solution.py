@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workbench.errors import UserError
-from workbench.jsonfile import read_json
+from workbench.jsonfile import read_json, read_text
 
 _TRANSLATION_UNITS = (".cu", ".cpp", ".cc", ".cxx", ".c")
 _HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inl", ".inc")
@@ -143,16 +143,7 @@ def read_candidate(path: Path) -> tuple[str, Solution | None]:
     if path.suffix == ".json":
         solution = load_solution(path)
         return solution_source(solution, str(path)), solution
-    try:
-        source = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: a folder, not a .cu file") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    source = read_text(path, ".cu file")
     if not source.strip():
         raise UserError(f"{path}: the file is empty")
     return source, None

@@ -11,7 +11,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from workbench.errors import UserError
-from workbench.jsonfile import read_json
+from workbench.jsonfile import read_json, read_text
 from workbench.paths import tasks_dir
 from workbench.tasks import cost
 from workbench.tasks.devices import DEVICES, speed_of_light_ms
@@ -42,10 +42,7 @@ def load_definition(path: Path) -> Definition:
 def load_workloads(path: Path, definition: Definition) -> list[Workload]:
     """Read a FlashInfer-Trace workloads JSONL file, keeping the rows for this definition."""
     workloads: list[Workload] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    lines = read_text(path, "workloads file").splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
