@@ -1,7 +1,9 @@
 """`EvalResult`: the one verdict every part renders (agent feedback, TUI, reports, sessions).
 
 Versioned: `schema_version` changes whenever a field changes meaning. Every stage has its own status;
-a stage that did not run is `not_run`, never `passed`.
+a stage that did not run is `not_run`, never `passed`. Version 2: the tiers are measured independently
+(a missing instruction family no longer stops correctness and timing), so `correct`, `sass_verified`
+and `static_passed` are read from their own stages; version 1 results still load.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Status(StrEnum):
@@ -31,6 +33,11 @@ class Status(StrEnum):
     foreign_kernel = "foreign_kernel"
     dynamic_not_executed = "dynamic_not_executed"
     low_tensor_share = "low_tensor_share"
+    abi_mismatch = "abi_mismatch"  # `run` takes other arguments than the task's inputs and outputs
+    faster_than_light = "faster_than_light"  # timed faster than the device's datasheet peaks allow
+    profile_mismatch = "profile_mismatch"  # the profiled call ran other kernels, or ran far faster, than the timed ones
+    stray_kernel = "stray_kernel"  # GPU work of the candidate's process outside the call it belongs to
+    tampered = "tampered"  # the harness in the candidate's process was changed, or its replies forged
     infrastructure_error = "infrastructure_error"
 
 
@@ -182,6 +189,27 @@ class EvalResult(_Model):
 
     def stages_that_ran(self) -> list[tuple[str, StageBase]]:
         return [(name, stage) for name, stage in self.stages.in_order() if stage.status != Status.not_run]
+
+    @property
+    def correct(self) -> bool:
+        """The paper's correct: the correctness tier passed, whatever instructions the kernel used."""
+        return self.stages.correctness.status == Status.passed
+
+    @property
+    def sass_verified(self) -> bool:
+        """The paper's SASS-verified: correct, and the target's required family proven executed."""
+        return self.correct and self.stages.dynamic.status == Status.passed
+
+    @property
+    def static_passed(self) -> bool:
+        """Build and static tier passed: what a machine without a GPU can establish."""
+        return self.stages.build.status == Status.passed and self.stages.static.status == Status.passed
+
+    @property
+    def speedup(self) -> float | None:
+        """Baseline median over candidate median, counted only for a correct kernel whose timing passed."""
+        timing = self.stages.timing
+        return timing.speedup if self.correct and timing.status == Status.passed else None
 
     @property
     def all_ran_passed(self) -> bool:
