@@ -92,8 +92,20 @@ class SessionEnd(_Event):
     note: str = ""
 
 
+class RepairMark(_Event):
+    """A person marks (or unmarks) two evaluated turns as a repair example for Fixit; the last mark of a
+    pair wins. `turn` is the fixed turn, so a fork keeps the marks of the turns it keeps."""
+
+    type: Literal["repair_mark"] = "repair_mark"
+    failed_turn: int = Field(ge=1)
+    fixed_turn: int = Field(ge=1)
+    marked: bool = Field(default=True, description="false: an unmark, the pair is not an example")
+    by: Literal["human", "workbench"] = "human"
+    note: str = ""
+
+
 Event = Annotated[
-    SessionStart | Message | Candidate | Evaluation | Control | SessionEnd,
+    SessionStart | Message | Candidate | Evaluation | Control | SessionEnd | RepairMark,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
