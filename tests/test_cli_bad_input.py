@@ -406,3 +406,11 @@ def test_a_model_whose_key_is_not_set_is_one_line_before_any_session_file(how: s
     one_line_error(done, "no credentials for anthropic/claude-sonnet-4-5: ANTHROPIC_API_KEY not set")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["parent.jsonl"]
     assert parent.read_bytes() == LADDER.read_bytes()
+
+
+def test_json_and_feedback_together_are_bad_input(tmp_path: Path) -> None:
+    kernel = tmp_path / "k.cu"
+    kernel.write_text("// a kernel\n")
+    done = ptxwb("eval", str(kernel), "--task", TASK, "--json", "--feedback", cwd=tmp_path)
+    one_line_error(done, "--json and --feedback are two renderings of the one verdict")
+    assert done.stdout == ""

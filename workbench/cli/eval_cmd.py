@@ -45,6 +45,8 @@ def eval_candidate(
     ] = False,
 ) -> None:
     """Build and judge one candidate kernel for a task and a target."""
+    if as_json and feedback:
+        raise UserError("--json and --feedback are two renderings of the one verdict: give one of them")
     if not compile_timeout > 0:  # also NaN
         raise UserError(f"--compile-timeout must be a positive number of seconds (got {compile_timeout:g})")
     source, solution = read_candidate(candidate)
