@@ -16,7 +16,9 @@ app = typer.Typer(
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 VariantOpt = Annotated[
-    str | None, typer.Option("--variant", "-v", help="Add one pattern file (see `ptxwb pack list`).")
+    str | None, typer.Option(
+        "--pack-variant", "--variant", "-v", help="Add one pattern file (see `ptxwb pack list`)."
+    )
 ]
 
 
@@ -49,7 +51,8 @@ def list_cmd(as_json: JsonOpt = False) -> None:
     out = console()
     out.print(table)
     for row in rows:
-        out.print(f"{row['name']} variants (--variant): {', '.join(row['variants']) or 'none'}")
+        # The option's name as `ptxwb run` and `pack show` both take it.
+        out.print(f"{row['name']} variants (--pack-variant): {', '.join(row['variants']) or 'none'}")
 
 
 @app.command("show")
