@@ -1,0 +1,132 @@
+"""The sweep's two pools: model calls in flight, and evaluation workers.
+
+Every trajectory is an ordinary agent session; its model and its executor are wrapped here, so the
+loop itself is unchanged. Model calls: `concurrency` at once (a call retrying after a rate limit holds
+its slot, so a limited provider sees fewer calls). Evaluations: one worker per local GPU or ssh host;
+for `local` the candidate is built first on a CPU core (the content-addressed build cache keeps it),
+so builds overlap the GPU's work and the worker finds the build done. `static` needs no GPU: its
+builds run one per CPU core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from workbench.agent.models import ChatMessage, Model, Reply
+from workbench.agent.models.base import Author, OnDelta, OnRetry
+from workbench.evaluate.build import build
+from workbench.evaluate.executors import make_executor
+from workbench.evaluate.local_executor import LocalExecutor
+from workbench.evaluate.request import EvalRequest, Executor, ProgressCallback
+from workbench.evaluate.result import EvalResult
+from workbench.evaluate.worker import worker_argv
+from workbench.evaluate.worker_client import WorkerClient
+from workbench.tasks import get_target
+
+
+class PooledModel:
+    """A model whose calls wait for a free slot of the sweep's model pool."""
+
+    def __init__(self, inner: Model, slots: asyncio.Semaphore) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.author: Author = inner.author
+        self._slots = slots
+
+    def settings(self) -> dict[str, object]:
+        return self.inner.settings()
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        on_delta: OnDelta | None = None,
+        on_retry: OnRetry | None = None,
+    ) -> Reply:
+        async with self._slots:
+            return await self.inner.complete(messages, on_delta=on_delta, on_retry=on_retry)
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs a `local` worker may be pinned to: CUDA_VISIBLE_DEVICES, else what nvidia-smi lists."""
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if given is not None:
+        return [gpu.strip() for gpu in given.split(",") if gpu.strip()]
+    try:
+        listed = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+            check=False, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return (
+        [line.strip() for line in listed.stdout.splitlines() if line.strip()]
+        if listed.returncode == 0
+        else []
+    )
+
+
+class PinnedLocalExecutor(LocalExecutor):
+    """The `local` executor with its worker on one GPU of several."""
+
+    def __init__(self, gpu: str, cache_dir: Path | None = None) -> None:
+        super().__init__(cache_dir)
+        self.client = WorkerClient(worker_argv(), env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu})
+
+
+def make_workers(specs: Sequence[str], cache_dir: Path | None) -> list[Executor]:
+    """One executor per worker: every local GPU (one unpinned worker if none is listed), every ssh host."""
+    workers: list[Executor] = []
+    for spec in specs:
+        gpus = visible_gpus() if spec == "local" else []
+        if len(gpus) > 1:
+            workers.extend(PinnedLocalExecutor(gpu, cache_dir) for gpu in gpus)
+        else:
+            workers.append(make_executor(spec, cache_dir))
+    return workers
+
+
+class EvaluationPool:
+    """Hands each evaluation to an idle worker; the sessions see it as one executor."""
+
+    def __init__(self, specs: Sequence[str], cache_dir: Path | None = None, cpus: int | None = None) -> None:
+        self.name = "+".join(dict.fromkeys(specs))
+        self.cache_dir = cache_dir
+        self.static = all(spec == "static" for spec in specs)
+        self.prebuild = all(spec == "local" for spec in specs)
+        self.workers = make_workers(specs, cache_dir)
+        self.cpus = cpus or os.cpu_count() or 1
+        self._cpus = asyncio.Semaphore(self.cpus)
+        self._idle: asyncio.Queue[Executor] = asyncio.Queue()
+        for worker in self.workers:
+            self._idle.put_nowait(worker)
+
+    @property
+    def slots(self) -> int:
+        """How many evaluations run at once."""
+        return self.cpus if self.static else len(self.workers)
+
+    async def evaluate(self, request: EvalRequest, progress: ProgressCallback | None = None) -> EvalResult:
+        if self.static:
+            async with self._cpus:
+                return await self.workers[0].evaluate(request, progress)
+        if self.prebuild:
+            async with self._cpus:
+                await build(
+                    request.source, get_target(request.target), request.compile_timeout_s, self.cache_dir
+                )
+        worker = await self._idle.get()
+        try:
+            return await worker.evaluate(request, progress)
+        finally:
+            self._idle.put_nowait(worker)
+
+    async def close(self) -> None:
+        """Nothing per session: the sweep closes the workers once, with `shutdown`."""
+
+    async def shutdown(self) -> None:
+        for worker in self.workers:
+            await worker.close()
