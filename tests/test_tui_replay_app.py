@@ -197,7 +197,8 @@ async def test_fork_writes_a_child_session(
         assert isinstance(app.screen, PromptScreen)
         await pilot.press("enter")
         await pilot.pause()
-    child = read_session(tmp_path / "session-fork-t2.jsonl")
+    # Into the user's runs folder, never beside the parent (the install's sessions/ for a demo).
+    child = read_session(tmp_path / "runs" / "session-fork-t2.jsonl")
     assert child.start.parent_session == "synthetic-0001" and child.start.fork_turn == 2
     assert child.turns() == [1, 2]
 

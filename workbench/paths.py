@@ -29,7 +29,12 @@ def sessions_dir() -> Path:
     return project_root() / "sessions"
 
 
+def runs_dir() -> Path:
+    """The user's runs folder (relative to where ptxwb runs): every file a command makes unasked goes here."""
+    return Path("runs")
+
+
 def new_session_path(task: str, target: str, prefix: str = "") -> Path:
     """runs/PREFIXTASK_TARGET_TIME.jsonl: where a session is written when no file is named."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return Path("runs") / f"{prefix}{Path(task).stem}_{target}_{stamp}.jsonl"
+    return runs_dir() / f"{prefix}{Path(task).stem}_{target}_{stamp}.jsonl"

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from workbench.cli.output import console, print_json
 from workbench.errors import UserError
+from workbench.paths import runs_dir
 from workbench.session import read_session
 from workbench.session.log import kept_through
 
@@ -76,7 +77,7 @@ def fork(
         typer.Option("--model", help="A litellm model string, `human`, `replay:SESSION` or `scripted:FILE`."),
     ],
     out: Annotated[
-        Path | None, typer.Option("--out", help="The new session file (default: beside the parent).")
+        Path | None, typer.Option("--out", help="The new session file (default: in runs/).")
     ] = None,
     executor: Annotated[
         str | None, typer.Option("--executor", help="Default: the parent's executor.")
@@ -110,7 +111,7 @@ def fork(
         )
     executor_spec = executor or str(parent.start.settings.get("executor", "static"))
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    out = out or path.with_name(f"{path.stem}.fork{turn}-{stamp}.jsonl")
+    out = out or runs_dir() / f"{path.stem}.fork{turn}-{stamp}.jsonl"
     agent = MiniPTXAgent.continue_from(
         parent,
         turn,
@@ -130,14 +131,14 @@ def export(
     fmt: Annotated[
         str, typer.Option("--format", help="mini-swe-agent (the trajectory JSON PTXBench writes).")
     ] = "mini-swe-agent",
-    out: Annotated[Path | None, typer.Option("--out", help="Default: SESSION.traj.json beside it.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Default: runs/SESSION.traj.json.")] = None,
 ) -> None:
     """Export a session as a mini-swe-agent trajectory (`info`, `messages` with `extra`, exit message)."""
     from workbench.session.interop import export_trajectory
 
     if fmt != "mini-swe-agent":
         raise UserError(f"unknown export format {fmt!r}; the one format is mini-swe-agent")
-    written = export_trajectory(read_session(path), out or path.with_suffix(".traj.json"))
+    written = export_trajectory(read_session(path), out or runs_dir() / f"{path.stem}.traj.json")
     print(written)
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from workbench.errors import UserError
-from workbench.paths import new_session_path, sessions_dir
+from workbench.paths import new_session_path, runs_dir, sessions_dir
 from workbench.tui.replay import MAX_SPEED, MIN_SPEED, speed_in_range
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def home(theme: str | None = None) -> None:
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.screens.home import HomeScreen
 
-    screen = HomeScreen([sessions_dir(), Path("runs")])
+    screen = HomeScreen([sessions_dir(), runs_dir()])
     _run_app(lambda: WorkbenchApp(lambda: screen, theme=theme), theme)
     failed = [driver.failure for driver in screen.started if driver.failure is not None]
     if failed:  # a run started there could not write its session: it ended the app

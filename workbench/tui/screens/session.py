@@ -30,6 +30,7 @@ from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.prompts import template
 from workbench.errors import UserError
 from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
+from workbench.paths import runs_dir
 from workbench.session.log import fork_session, read_session
 from workbench.tui import keymap
 from workbench.tui.artifacts import ArtifactCache, first_error_line, tabs_reading
@@ -485,7 +486,7 @@ class SessionScreen(Screen[None]):
         if source is None or number is None:
             self.notify("nothing to fork yet", severity="warning")
             return
-        default = str(source.with_name(f"{source.stem}-fork-t{number}.jsonl"))
+        default = str(runs_dir() / f"{source.stem}-fork-t{number}.jsonl")
         if isinstance(self.driver, LiveDriver):
             prompt = f"Continue from turn {number} (same model, paused) in a new session file:"
             self.app.push_screen(

@@ -1,0 +1,51 @@
+"""`ptxwb session …` on the shipped sessions: where new files go, what `show` tells, exact round trips."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench.session import read_session
+
+PTXWB = Path(sys.executable).parent / "ptxwb"
+SESSIONS = Path(__file__).resolve().parent.parent / "sessions"
+LADDER = SESSIONS / "gemm_n7168_k5120_ladder_h200.jsonl"
+
+
+def ptxwb(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(PTXWB), *args],
+        check=False,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "PTXWB_CACHE": str(cwd / "cache")},
+    )
+
+
+def test_export_and_fork_default_into_the_runs_folder_not_beside_the_session(tmp_path: Path) -> None:
+    # A copy of the install's sessions folder: the commands must leave it as it is.
+    install = tmp_path / "install" / "sessions"
+    install.mkdir(parents=True)
+    ladder = install / LADDER.name
+    ladder.write_bytes(LADDER.read_bytes())
+    exported = ptxwb("session", "export", str(ladder), cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.strip() == "runs/gemm_n7168_k5120_ladder_h200.traj.json"
+    script = tmp_path / "script.json"
+    script.write_text('["no code this time"]')
+    forked = ptxwb(
+        "session", "fork", str(ladder), "--turn", "1", "--model", f"scripted:{script}", "--turns", "2",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert forked.returncode == 0, forked.stderr
+    [child] = (tmp_path / "runs").glob("gemm_n7168_k5120_ladder_h200.fork1-*.jsonl")
+    assert read_session(child).start.fork_turn == 1
+    assert [p.name for p in install.iterdir()] == [LADDER.name]
