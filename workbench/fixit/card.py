@@ -37,8 +37,8 @@ class Counts(BaseModel):
         return [(title, tally) for title, tally in [*self.groups.items(), *extra] if tally]
 
 
-def _tally(values: Sequence[str | None]) -> dict[str, int]:
-    return dict(Counter(value for value in values if value is not None).most_common())
+def _tally(values: Sequence[str]) -> dict[str, int]:
+    return dict(Counter(value for value in values if value).most_common())
 
 
 def counts(rows: Sequence[MessagesRow]) -> Counts:

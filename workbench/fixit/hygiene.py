@@ -58,10 +58,8 @@ def scrub(text: str, host: Host) -> str:
     return _FOLDERS.sub("", redact(text))
 
 
-def public_model(name: str | None) -> str | None:
+def public_model(name: str) -> str:
     """A model as a row may name it: `scripted:/home/ann/teacher.json` -> `scripted:teacher.json`."""
-    if name is None:
-        return None
     for prefix in ("scripted:", "replay:"):
         if name.startswith(prefix):
             return prefix + Path(name.removeprefix(prefix)).name

@@ -36,27 +36,31 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# No field is ever null: Arrow (Hugging Face datasets) types a column by its first rows or its first
+# split, and a column null there cannot take a string later. Absent is "" or 0, as each field says.
+
+
 class Evaluator(_Model):
-    workbench: str | None = Field(description="the workbench version that judged it")
+    workbench: str = Field(description="the workbench version that judged it; '' if not recorded")
     result_schema: int
-    toolchain: str | None = Field(default=None, description="nvcc's version line")
+    toolchain: str = Field(default="", description="nvcc's version line; '' if nothing was built")
 
 
 class Verdict(_Model):
-    turn: int | None = Field(description="the session turn; none for a teacher's fix")
+    turn: int = Field(description="the session turn; 0 for a teacher's fix")
     status: str
     sha256: str = Field(description="of the kernel source, exactly as judged")
     origin: str = Field(description="model, edited, override (a person), or teacher")
     executor: str
-    device: str | None
-    speedup: float | None
+    device: str = Field(description="the GPU; '' if no GPU tier ran")
+    speedup: float = Field(description="over the baseline; 0 if not timed (or not correct)")
     evaluator: Evaluator
 
 
 class Teachers(_Model):
-    repair: str | None = None
-    repair_try: int | None = None
-    reasoning: str | None = None
+    repair: str = ""
+    repair_try: int = Field(default=0, description="which answer of the repair teacher passed; 0: none")
+    reasoning: str = ""
 
 
 class Metadata(_Model):
@@ -65,18 +69,18 @@ class Metadata(_Model):
     category: str
     task: str
     target: str
-    workload: str | None
+    workload: str = Field(description="the workload's uuid; '' if not recorded")
     split: Literal["train", "eval"] = "train"
     session: str = Field(description="the session file, relative to the folder it was read from")
     session_id: str
-    agent_model: str | None
+    agent_model: str
     origin: Origin
     marked: bool = Field(description="a person marked the pair as a repair example")
     verified: Literal["gpu", "static"] = Field(description="every tier on a GPU, or build + static only")
     failed: Verdict
     fixed: Verdict
     teachers: Teachers = Field(default_factory=Teachers)
-    reasoning: str | None = None
+    reasoning: str = Field(default="", description="the reasoning teacher's, also in the answer; '' if none")
 
 
 class MessagesRow(_Model):
@@ -93,7 +97,7 @@ class MessagesRow(_Model):
         content = self.messages[-1].content
         return content.removeprefix(_reasoning_prefix(self.metadata.reasoning))
 
-    def with_reasoning(self, reasoning: str | None, model: str | None) -> MessagesRow:
+    def with_reasoning(self, reasoning: str, model: str) -> MessagesRow:
         answer = ChatMessage(role="assistant", content=_reasoning_prefix(reasoning) + self.fixed_block)
         metadata = self.metadata.model_copy(
             update={
@@ -119,28 +123,28 @@ class PromptCompletionRow(_Model):
     metadata: Metadata
 
 
-def _reasoning_prefix(reasoning: str | None) -> str:
+def _reasoning_prefix(reasoning: str) -> str:
     return f"{reasoning}\n\n" if reasoning else ""
 
 
 def _evaluator(result: EvalResult, workbench_version: str | None) -> Evaluator:
     return Evaluator(
-        workbench=workbench_version,
+        workbench=workbench_version or "",
         result_schema=result.schema_version,
-        toolchain=result.stages.build.toolchain,
+        toolchain=result.stages.build.toolchain or "",
     )
 
 
 def verdict(turn: Turn, workbench_version: str | None) -> Verdict:
     result = turn.result
     return Verdict(
-        turn=turn.number,
+        turn=turn.number or 0,
         status=str(result.status),
         sha256=turn.sha256,
         origin=turn.origin,
         executor=public_executor(result.executor),
-        device=result.device,
-        speedup=result.speedup,
+        device=result.device or "",
+        speedup=result.speedup or 0.0,
         evaluator=_evaluator(result, workbench_version),
     )
 
@@ -190,7 +194,7 @@ def build_row(pair: Pair, host: Host, workbench_version: str) -> MessagesRow:
         category=pair.category,
         task=pair.failed.result.task,
         target=trajectory.start.target,
-        workload=pair.failed.result.workload_uuid,
+        workload=pair.failed.result.workload_uuid or "",
         session=trajectory.file.name,
         session_id=trajectory.start.session_id,
         agent_model=public_model(trajectory.start.model),
@@ -199,7 +203,9 @@ def build_row(pair: Pair, host: Host, workbench_version: str) -> MessagesRow:
         verified="gpu" if pair.fixed.proof == "gpu" else "static",
         failed=verdict(pair.failed, session_version),
         fixed=verdict(pair.fixed, fixed_version),
-        teachers=Teachers(repair=public_model(pair.teacher), repair_try=pair.teacher_try),
+        teachers=Teachers(
+            repair=public_model(pair.teacher) if pair.teacher else "", repair_try=pair.teacher_try or 0
+        ),
     )
     answer = ChatMessage(role="assistant", content=code_block(pair.fixed.source))
     return MessagesRow(messages=[*prompt, answer], metadata=metadata)

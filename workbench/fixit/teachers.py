@@ -49,7 +49,7 @@ class Executors:
 
 
 class RepairReport(BaseModel):
-    model: str | None
+    model: str
     tries: int
     failures: int = 0
     calls: int = 0
@@ -123,7 +123,7 @@ class RepairTeacher:
 
 
 class ReasoningReport(BaseModel):
-    model: str | None
+    model: str
     written: int = 0
     empty: int = 0
     stopped: str | None = None
