@@ -49,3 +49,15 @@ def test_export_and_fork_default_into_the_runs_folder_not_beside_the_session(tmp
     [child] = (tmp_path / "runs").glob("gemm_n7168_k5120_ladder_h200.fork1-*.jsonl")
     assert read_session(child).start.fork_turn == 1
     assert [p.name for p in install.iterdir()] == [LADDER.name]
+
+
+@pytest.mark.parametrize("session", sorted(p.name for p in SESSIONS.glob("*.jsonl")))
+def test_export_then_import_gives_back_the_shipped_file_byte_for_byte(session: str, tmp_path: Path) -> None:
+    exported = ptxwb("session", "export", str(SESSIONS / session), "--out", "t.traj.json", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    messages = json.loads((tmp_path / "t.traj.json").read_text())["messages"]
+    carried = json.dumps([m["extra"]["ptxwb_events"] for m in messages])
+    assert '"evaluation"' in carried and "ignored_kernels" not in carried  # nothing added on the way
+    imported = ptxwb("session", "import", "t.traj.json", "--out", "back.jsonl", cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    assert (tmp_path / "back.jsonl").read_bytes() == (SESSIONS / session).read_bytes()

@@ -47,7 +47,9 @@ REASON = {
 
 
 def _dump(event: Event) -> dict[str, Any]:
-    return EVENT_ADAPTER.dump_python(event, mode="json")
+    # The fields the session file holds, no more: a field added since it was written (with its
+    # default) is not carried, so the import writes back the file as it was.
+    return EVENT_ADAPTER.dump_python(event, mode="json", exclude_unset=True)
 
 
 def _message_dict(message: Message, carried: list[Event]) -> dict[str, Any]:
@@ -170,14 +172,13 @@ def _content(message: dict[str, Any]) -> str:
     return "" if content is None else json.dumps(content)
 
 
-def _foreign_events(data: dict[str, Any], task: str, target: str) -> list[Event]:
+def _foreign_events(data: dict[str, Any], task: str, target: str) -> tuple[SessionStart, list[Event]]:
     info = data["info"]
     model = str(_object(_object(info.get("config")).get("model")).get("model_name", "unknown"))
-    events: list[Event] = [
-        SessionStart(
-            session_id=uuid.uuid4().hex, task=task, target=target, model=model, settings={"imported": True}
-        )
-    ]
+    start = SessionStart(
+        session_id=uuid.uuid4().hex, task=task, target=target, model=model, settings={"imported": True}
+    )
+    events: list[Event] = []
     turn = 0
     exit_status = info.get("exit_status") or ""
     for message in data["messages"]:
@@ -206,7 +207,7 @@ def _foreign_events(data: dict[str, Any], task: str, target: str) -> list[Event]
         reason = REASON.get(exit_status, "model_error")
         note = f"imported exit status {exit_status}"
         events.append(SessionEnd.model_validate({"turn": turn or None, "reason": reason, "note": note}))
-    return events
+    return start, events
 
 
 def export_trajectory(read: SessionRead, out: Path) -> Path:
@@ -225,11 +226,15 @@ def import_trajectory(path: Path, out: Path, task: str | None = None, target: st
             raise UserError(f"{path}: not a workbench export; say which --task and --target it was for")
         resolve_task(task)  # an unknown task or target is a UserError before anything is written
         get_target(target)
-        events = _foreign_events(data, task, target)
-    start = events[0]
-    if not isinstance(start, SessionStart):
+        start, rest = _foreign_events(data, task, target)
+        with SessionWriter(out, start) as writer:
+            for event in rest:
+                writer.append(event)
+        return out
+    if not isinstance(events[0], SessionStart):
         raise UserError(f"{path}: the carried events do not begin with a session start")
-    with SessionWriter(out, start) as writer:
-        for event in events[1:]:
-            writer.append(event)
+    # Each event with exactly the fields it was exported with: the original file, line for line.
+    lines = [EVENT_ADAPTER.dump_json(event, exclude_unset=True).decode("utf-8") + "\n" for event in events]
+    with create_new(out, "a session file") as file:
+        file.write("".join(lines))
     return out
