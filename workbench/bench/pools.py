@@ -58,8 +58,11 @@ def visible_gpus() -> list[str]:
     try:
         listed = subprocess.run(
             ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-            check=False, capture_output=True, text=True, timeout=30,
-        )  # fmt: skip
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return (

@@ -230,9 +230,13 @@ class SweepRunner:
     async def _trajectory(self, item: Planned, model: Model, pool: EvaluationPool) -> TrajectoryRecord:
         out = self.folder.root / item.relpath
         agent = MiniPTXAgent(
-            task=item.key.task, target=item.key.target, model=model, executor=pool, out=out,
+            task=item.key.task,
+            target=item.key.target,
+            model=model,
+            executor=pool,
+            out=out,
             config=self._config(item),
-        )  # fmt: skip
+        )
         self.on_event(Started(item.key))
         async for loop_item in agent.run():
             self._observe(item.key, loop_item)

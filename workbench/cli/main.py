@@ -25,6 +25,7 @@ _COMMANDS: dict[str, tuple[str, str, bool]] = {
     "author": ("workbench.cli.tui_cmd", "author", False),
     "session": ("workbench.cli.session_cmd", "app", True),
     "pack": ("workbench.cli.pack_cmd", "app", True),
+    "bench": ("workbench.cli.bench_cmd", "app", True),
     "fixit": ("workbench.cli.fixit_cmd", "app", True),
 }
 

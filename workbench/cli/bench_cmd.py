@@ -1,0 +1,287 @@
+"""`ptxwb bench …`: sweeps of agent sessions, their metrics, reports, PTXBench's rows, re-judging."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Self
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from workbench.errors import UserError
+
+app = typer.Typer(
+    name="bench",
+    help="Benchmark sweeps: run a grid of agent sessions, then metrics, reports and PTXBench's rows.",
+    no_args_is_help=True,
+)
+Folders = Annotated[list[Path], typer.Argument(help="Sweep folders (their rows are reported side by side).")]
+TurnsOption = Annotated[str, typer.Option("--turns", help="Turn limits T, comma-separated.")]
+
+
+def parse_turns(text: str) -> list[int]:
+    try:
+        limits = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise UserError(f"--turns: expected whole numbers separated by commas, got {text!r}") from None
+    if not limits or limits[0] < 1:
+        raise UserError(f"--turns: turn limits must be 1 or more, got {text!r}")
+    return limits
+
+
+def _write(path: Path, text: str, what: str) -> None:
+    from workbench.session.log import create_new
+
+    with create_new(path, what) as file:
+        file.write(text)
+
+
+class SweepProgress:
+    """A progress bar on a terminal; one line per finished trajectory otherwise."""
+
+    def __init__(self, console: Console, total: int) -> None:
+        self.console = console
+        self.progress: Progress | None = None
+        self.total = total
+        self.judged = 0
+        if console.is_terminal:
+            self.progress = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console,
+            )  # fmt: skip
+            self.bar = self.progress.add_task("trajectories", total=total, note="")
+
+    def __enter__(self) -> Self:
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def __call__(self, event: object) -> None:
+        from workbench.bench.runner import Finished, Judged, Retrying
+
+        if isinstance(event, Judged):
+            self.judged += 1
+            if self.progress is not None:
+                self.progress.update(self.bar, note=f"{self.judged} evaluations")
+        elif isinstance(event, Retrying):
+            key = event.key
+            self.console.print(
+                f"[yellow]{key.model} {key.task} {key.trajectory} turn {event.turn}: retry {event.attempt} "
+                f"in {event.delay_s:g} s: {event.error}[/yellow]"
+            )
+        elif isinstance(event, Finished):
+            key, record = event.key, event.record
+            if self.progress is not None:
+                self.progress.advance(self.bar)
+            else:
+                correct = any(r.correct for r in record.rows)
+                self.console.print(
+                    f"done {key.model} {key.target} {key.task} {key.variant} {key.trajectory}: "
+                    f"{len(record.rows)} turns, {record.end_reason or 'unfinished'}, correct={correct}"
+                )
+
+
+@app.command("run")
+def run(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC.toml", help="The sweep spec.")],
+    out: Annotated[Path, typer.Option("--out", help="The sweep folder (sessions, store).")],
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="Finish a sweep begun in --out: finished trajectories never run again."
+        ),
+    ] = False,
+    retry_model_errors: Annotated[
+        bool,
+        typer.Option(
+            "--retry-model-errors", help="With --resume, also re-run trajectories a model error ended."
+        ),
+    ] = False,
+) -> None:
+    """Run every trajectory of a sweep as an agent session, headless; kill it any time, --resume finishes it."""
+    from workbench.bench.folder import SweepFolder
+    from workbench.bench.runner import run_sweep
+    from workbench.bench.spec import load_spec, plan
+
+    spec = load_spec(spec_path)
+    text = spec_path.read_text(encoding="utf-8")
+    console = Console(highlight=False)
+    folder = SweepFolder(out)
+    with SweepProgress(console, len(plan(spec))) as view:
+        summary = run_sweep(
+            folder, spec, text, resume=resume, on_event=view, retry_model_errors=retry_model_errors
+        )
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.end_reasons.items())) or "none"
+    console.print(
+        f"sweep {spec.name}: {summary.planned} trajectories, {summary.already_finished} finished before, "
+        f"{summary.ran} run now ({summary.rerun} again after a cut), ends: {reasons}; ${summary.spent_usd:.4f} spent"
+    )
+    if summary.not_started:
+        console.print(
+            f"[yellow]cost limit reached: {summary.not_started} trajectories not started; "
+            "raise cost_limit and --resume[/yellow]"
+        )
+    console.print(f"results: {folder.store_path}")
+
+
+def _cells(folders: list[Path], limits: list[int]):  # -> tuple[list[TrajectoryRecord], list[CellMetrics]]
+    from workbench.bench.folder import read_folders
+    from workbench.bench.metrics import compute
+
+    records = read_folders(folders)
+    if not records:
+        raise UserError(f"{', '.join(map(str, folders))}: no trajectories yet")
+    return records, compute(records, limits)
+
+
+@app.command("metrics")
+def metrics(
+    folders: Folders,
+    as_json: Annotated[bool, typer.Option("--json", help='Print {"cells": [...]}.')] = False,
+    turns: TurnsOption = "1,4,8",
+) -> None:
+    """Every metric per cell (run × model × target × task × variant) and turn limit."""
+    from workbench.bench.report import cells_json, paper_rows, terminal_table
+
+    limits = parse_turns(turns)
+    _, cells = _cells(folders, limits)
+    if as_json:
+        typer.echo(cells_json(cells), nl=False)
+        return
+    Console(highlight=False).print(
+        terminal_table(paper_rows(cells, limits[0], limits[-1]), limits[0], limits[-1])
+    )
+
+
+@app.command("report")
+def report(
+    folders: Folders,
+    md: Annotated[Path | None, typer.Option("--md", help="Write the Markdown report here.")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Write the HTML page with plots here.")] = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="Write every cell's metrics as CSV.")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write every cell's metrics as JSON.")
+    ] = None,
+    turns: TurnsOption = "1,8",
+    title: Annotated[str, typer.Option("--title")] = "PTX Workbench benchmark",
+) -> None:
+    """The paper-style table (correct@1, correct@T, SASS@T, best speedup@T) and, on request, files."""
+    from workbench.bench.report import cells_csv, cells_json, markdown, paper_rows, terminal_table
+
+    limits = parse_turns(turns)
+    records, cells = _cells(folders, limits)
+    first, last = limits[0], limits[-1]
+    rows = paper_rows(cells, first, last)
+    console = Console(highlight=False)
+    console.print(terminal_table(rows, first, last))
+    if md is not None:
+        _write(md, markdown(rows, first, last), "a report")
+    if html is not None:
+        from workbench.bench.html_report import render_html
+
+        _write(html, render_html(records, rows, first, last, title), "a report")
+    if csv_out is not None:
+        _write(csv_out, cells_csv(cells), "a CSV file")
+    if json_out is not None:
+        _write(json_out, cells_json(cells), "a JSON file")
+    for path in (md, html, csv_out, json_out):
+        if path is not None:
+            console.print(f"wrote {path}")
+
+
+@app.command("import-ptxbench")
+def import_ptxbench(
+    csv_path: Annotated[Path, typer.Argument(metavar="PER_TURN.csv", help="PTXBench's per-turn results.")],
+    out: Annotated[Path, typer.Option("--out", help="The folder whose store gets the runs.")],
+    trajectories: Annotated[
+        Path | None,
+        typer.Option(
+            "--trajectories", help="A folder of runs (<run>/trajectories/exp_NNN.json) to import as sessions."
+        ),
+    ] = None,
+) -> None:
+    """PTXBench's published per-turn results as runs (each exp_dir one run), beside your own."""
+    from workbench.bench import ptxbench
+
+    records, sessions = ptxbench.import_ptxbench(csv_path, out, trajectories)
+    runs = len({r.key.run for r in records})
+    turns = sum(len(r.rows) for r in records)
+    note = f", {sessions} sessions" if trajectories is not None else ""
+    typer.echo(f"imported {runs} runs, {len(records)} trajectories, {turns} turns{note} into {out}")
+
+
+@app.command("rejudge")
+def rejudge(
+    folder_path: Annotated[Path, typer.Argument(metavar="DIR", help="A sweep folder.")],
+    executor: Annotated[str, typer.Option("--executor", help="static, local, or ssh://host.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the changed verdicts as JSON lines.")
+    ] = False,
+) -> None:
+    """Judge a sweep's recorded candidates again and list the verdicts that changed."""
+    import json
+
+    from rich.table import Table
+
+    from workbench.bench.folder import SweepFolder
+    from workbench.bench.rejudge import rejudge as run_rejudge
+    from workbench.evaluate.executors import make_executor
+
+    folder = SweepFolder(folder_path)
+    if not folder.has_sweep():
+        raise UserError(f"{folder_path}: no sweep here")
+    make_executor(executor)  # an unknown executor is one line before any work
+    verdicts, written = run_rejudge(folder, executor)
+    changed = [v for v in verdicts if v.changed]
+    if as_json:
+        for v in changed:
+            line = {"session": v.recorded.session, "turn": v.recorded.turn,
+                    "old": v.summary(v.recorded.old), "new": v.summary(v.new)}  # fmt: skip
+            typer.echo(json.dumps(line))
+        return
+    console = Console(highlight=False)
+    table = Table(title=f"{len(changed)} of {len(verdicts)} verdicts changed ({executor})")
+    for column in ("session", "turn", "was", "now"):
+        table.add_column(column)
+    for v in changed:
+        old, new = v.summary(v.recorded.old), v.summary(v.new)
+        table.add_row(v.recorded.session, str(v.recorded.turn), str(old["status"]), str(new["status"]))
+    console.print(table)
+    console.print(f"every new verdict: {written}")
+
+
+@app.command("rebuild")
+def rebuild(folder_path: Annotated[Path, typer.Argument(metavar="DIR", help="A sweep folder.")]) -> None:
+    """Make the results store again from the session files and the imported CSVs."""
+    from workbench.bench.folder import SweepFolder
+
+    folder = SweepFolder(folder_path)
+    if not folder.has_sweep() and not folder.store_path.exists():
+        raise UserError(f"{folder_path}: no sweep and no results store here")
+    folder.rebuild()
+    with folder.open_store() as store:
+        records = store.records()
+    typer.echo(
+        f"rebuilt {folder.store_path}: {len(records)} trajectories, {sum(len(r.rows) for r in records)} turns"
+    )
+
+
+@app.command("view")
+def view(
+    folder_path: Annotated[Path, typer.Argument(metavar="DIR", help="A sweep folder (running or done).")],
+    theme: Annotated[str | None, typer.Option("--theme")] = None,
+) -> None:
+    """The sweep screen: the grid of cells filling in live; enter opens a cell, then a trajectory's replay."""
+    from workbench.bench.folder import SweepFolder
+    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.screens.sweep import SweepScreen
+
+    folder = SweepFolder(folder_path)
+    if not folder.has_sweep() and not folder.store_path.exists():
+        raise UserError(f"{folder_path}: no sweep and no results store here")
+    WorkbenchApp(lambda: SweepScreen(folder), theme=theme).run()
