@@ -61,3 +61,58 @@ def test_export_then_import_gives_back_the_shipped_file_byte_for_byte(session: s
     imported = ptxwb("session", "import", "t.traj.json", "--out", "back.jsonl", cwd=tmp_path)
     assert imported.returncode == 0, imported.stderr
     assert (tmp_path / "back.jsonl").read_bytes() == (SESSIONS / session).read_bytes()
+
+
+def _session_with_human_work(path: Path) -> Path:
+    """Three scripted turns: the person edits turn 1, replaces turn 2 with a file, skips turn 3."""
+    import hashlib
+
+    from workbench.evaluate.result import EvalResult, Status
+    from workbench.session import SessionWriter
+    from workbench.session.events import Candidate, Control, Evaluation, Message, SessionEnd, SessionStart
+
+    def judged(turn: int, source: str, origin: str) -> list[object]:
+        sha = hashlib.sha256(source.encode()).hexdigest()
+        result = EvalResult(
+            status=Status.compile_error, task="gemm_n7168_k5120", target="hopper", executor="static",
+            source_sha256=sha,
+        )  # fmt: skip
+        return [
+            Candidate(turn=turn, source=source, origin=origin, original="model's", sha256=sha),  # type: ignore[arg-type]
+            Evaluation(turn=turn, result=result),
+        ]
+
+    start = SessionStart(
+        session_id="s1", task="gemm_n7168_k5120", target="hopper", model="scripted:x.json", author="scripted"
+    )
+    events = [
+        Message(turn=1, role="assistant", content="```cuda\nmodel's\n```", source="scripted"),
+        Control(turn=1, action="edit", by="human"),
+        *judged(1, "edited", "edited"),
+        Message(turn=2, role="user", content="try TMA", source="human"),
+        Message(turn=2, role="assistant", content="```cuda\nmodel's\n```", source="scripted"),
+        Control(turn=2, action="replace", by="human"),
+        *judged(2, "mine", "override"),
+        Message(turn=3, role="assistant", content="```cuda\nmodel's\n```", source="scripted"),
+        Control(turn=3, action="skip", by="human", note="skipped by the person"),
+        SessionEnd(turn=3, reason="turn_limit"),
+    ]
+    with SessionWriter(path, start) as writer:
+        for event in events:
+            writer.append(event)  # type: ignore[arg-type]
+    return path
+
+
+def test_session_show_tells_every_turn_and_whose_kernel_it_was(tmp_path: Path) -> None:
+    path = _session_with_human_work(tmp_path / "s.jsonl")
+    table = ptxwb("session", "show", str(path), cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    text = " ".join(table.stdout.split())
+    assert "(scripted; the person: edited 1, replaced with own file 1, skipped 1, messages 1)" in text
+    assert "kernel" in text and "edited by the person" in text and "the person's file" in text
+    assert "│ 3 │ skipped │ skipped │" in text
+    data = json.loads(ptxwb("session", "show", str(path), "--json", cwd=tmp_path).stdout)
+    assert [(r["turn"], r["origin"], r["status"]) for r in data["turn_rows"]] == [
+        (1, "edited", "compile_error"), (2, "override", "compile_error"), (3, "skipped", "skipped"),
+    ]  # fmt: skip
+    assert data["human_work"] == {"edited": 1, "override": 1, "skipped": 1, "messages": 1}

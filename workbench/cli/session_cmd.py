@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -13,9 +13,48 @@ from workbench.cli.output import console, print_json
 from workbench.errors import UserError
 from workbench.paths import runs_dir
 from workbench.session import read_session
-from workbench.session.log import kept_through
+from workbench.session.events import Candidate, Control, Evaluation, Message
+from workbench.session.log import SessionRead, kept_through
 
 app = typer.Typer(help="Inspect, fork, export and import session files.", no_args_is_help=True)
+
+
+ORIGINS = {"model": "model", "edited": "edited by the person", "override": "the person's file"}
+
+
+def turn_rows(read: SessionRead) -> list[dict[str, Any]]:
+    """One row per turn: whose kernel was judged (or why none was), its verdict and speedup."""
+    rows = {t: {"turn": t, "origin": "no kernel", "status": None, "speedup": None} for t in read.turns()}
+    for event in read.events:
+        row = rows.get(event.turn) if event.turn is not None else None
+        if row is None:
+            continue
+        if isinstance(event, Candidate):
+            row["origin"] = event.origin
+        elif isinstance(event, Control) and event.action == "skip":
+            row["origin"] = row["status"] = "skipped"
+        elif isinstance(event, Evaluation):
+            row["status"] = event.result.status.value
+            row["speedup"] = event.result.stages.timing.speedup
+    return list(rows.values())
+
+
+def human_work(read: SessionRead) -> dict[str, int]:
+    """What the person did in a session, whoever wrote the answers: edits, own files, skips, messages."""
+    counts: Counter[str] = Counter()
+    for event in read.events:
+        if isinstance(event, Candidate) and event.origin != "model":
+            counts[event.origin] += 1
+        elif isinstance(event, Control) and event.action == "skip" and event.by == "human":
+            counts["skipped"] += 1
+        elif isinstance(event, Message) and event.source == "human":
+            counts["messages"] += 1
+    return {kind: counts[kind] for kind in ("edited", "override", "skipped", "messages") if counts[kind]}
+
+
+def _human_note(work: dict[str, int]) -> str:
+    words = {"edited": "edited", "override": "replaced with own file", "skipped": "skipped", "messages": "messages"}
+    return ", ".join(f"{words[kind]} {count}" for kind, count in work.items())
 
 
 @app.command("show")
@@ -23,7 +62,7 @@ def show(
     path: Annotated[Path, typer.Argument(help="A session .jsonl file.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Summarise a session: its start, its turns and verdicts, and anything dropped from a cut file."""
+    """Summarise a session: its start, every turn (whose kernel, verdict), and anything a cut file dropped."""
     read = read_session(path)
     start = read.start
     verdicts = [
@@ -31,6 +70,8 @@ def show(
         for e in read.events
         if e.type == "evaluation"
     ]
+    rows = turn_rows(read)
+    work = human_work(read)
     ends = [e for e in read.events if e.type == "session_end"]
     summary = {
         "session_id": start.session_id,
@@ -38,10 +79,12 @@ def show(
         "target": start.target,
         "model": start.model,
         "author": start.author,
+        "human_work": work,
         "parent_session": start.parent_session,
         "fork_turn": start.fork_turn,
         "events": dict(Counter(e.type for e in read.events)),
         "turns": read.turns(),
+        "turn_rows": rows,
         "verdicts": verdicts,
         "end": ends[-1].reason if ends else None,
         "dropped_bytes": read.dropped_bytes,
@@ -51,17 +94,17 @@ def show(
         print_json(summary)
         return
     out = console()
-    out.print(
-        f"[bold]{start.session_id}[/bold]  {start.task} on {start.target}, model {start.model} ({start.author})"
-    )
+    by = start.author + (f"; the person: {_human_note(work)}" if work else "")
+    out.print(f"[bold]{start.session_id}[/bold]  {start.task} on {start.target}, model {start.model} ({by})")
     if start.parent_session:
         out.print(f"forked from {start.parent_session} at turn {start.fork_turn}")
     table = Table(title_justify="left")
-    for column in ("turn", "verdict", "speedup"):
+    for column in ("turn", "kernel", "verdict", "speedup"):
         table.add_column(column)
-    for v in verdicts:
-        speedup = f"{v['speedup']:.3f}×" if v["speedup"] is not None else "—"
-        table.add_row(str(v["turn"]), v["status"], speedup)
+    for row in rows:
+        speedup = f"{row['speedup']:.3f}×" if row["speedup"] is not None else "—"
+        origin = ORIGINS.get(row["origin"], row["origin"])
+        table.add_row(str(row["turn"]), origin, row["status"] or "—", speedup)
     out.print(table)
     out.print(f"ended: {summary['end'] or 'no end event (still running, or cut short)'}")
     for problem in read.problems:
