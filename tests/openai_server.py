@@ -1,7 +1,7 @@
 """A real local OpenAI-compatible HTTP server for tests: `/v1/chat/completions`, streamed (SSE) or not.
 
-It serves scripted answers in order and can answer one request with an HTTP error, so the model's
-retry path runs over a real socket. Every request body and its headers are kept for assertions.
+It serves scripted answers in order (or from a function of each request's body) and can answer one
+request with an HTTP error, so the model's retry path runs over a real socket. Every request body and its headers are kept for assertions.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -31,15 +32,21 @@ class Recorded:
     body: dict[str, Any]
 
 
+Answer = str | HttpError
+Answers = list[Answer] | Callable[[dict[str, Any]], Answer]
+
+
 @dataclass
 class _Script:
-    answers: list[str | HttpError]
+    answers: Answers
     requests: list[Recorded] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def next(self, recorded: Recorded) -> str | HttpError:
         with self.lock:
             self.requests.append(recorded)
+            if callable(self.answers):
+                return self.answers(recorded.body)
             if not self.answers:
                 return HttpError(400, "the test server has no scripted answer left", "invalid_request_error")
             return self.answers.pop(0)
@@ -120,10 +127,13 @@ def _handler(script: _Script, chunk_chars: int) -> type[BaseHTTPRequestHandler]:
 
 
 class OpenAIServer:
-    """`with OpenAIServer(["answer 1", HttpError(500), "answer 2"]) as server: … server.base_url …`"""
+    """`with OpenAIServer(["answer 1", HttpError(500), "answer 2"]) as server: … server.base_url …`
 
-    def __init__(self, answers: list[str | HttpError], chunk_chars: int = 40) -> None:
-        self._script = _Script(list(answers))
+    A function for `answers` is called with each request's body (under a lock, one at a time).
+    """
+
+    def __init__(self, answers: Answers, chunk_chars: int = 40) -> None:
+        self._script = _Script(answers if callable(answers) else list(answers))
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self._script, chunk_chars))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

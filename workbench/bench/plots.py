@@ -78,7 +78,7 @@ def speedup_distribution(records: Sequence[TrajectoryRecord], max_turn: int) -> 
     }
     shown = {label: v for label, v in values.items() if v}
     if shown:
-        axes.boxplot(list(shown.values()), tick_labels=list(shown), vert=False, widths=0.5)
+        axes.boxplot(list(shown.values()), tick_labels=list(shown), orientation="horizontal", widths=0.5)
         for row, points in enumerate(shown.values(), start=1):
             axes.scatter(points, [row] * len(points), s=12, alpha=0.6, zorder=3)
         axes.axvline(1.0, color="grey", linestyle="--", linewidth=1)
