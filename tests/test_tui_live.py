@@ -209,12 +209,15 @@ async def test_human_model_writes_in_the_editor(tmp_path: Path, cache: Path) -> 
     assert candidate.source.strip() == broken_kernel().strip()
 
 
-async def test_fork_continues_from_the_selected_turn(tmp_path: Path, cache: Path) -> None:
-    answers = [answer(broken_kernel()), answer(broken_kernel()), answer(simt_kernel())]
-    app, driver = make(tmp_path, cache, answers, "auto", turns=2)
+async def test_fork_continues_from_the_selected_turn(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the fork's file goes into ./runs
+    answers = [answer(broken_kernel()), answer(simt_kernel()), answer(wgmma_kernel()), "a fourth answer"]
+    app, driver = make(tmp_path, cache, answers, "auto", turns=3)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: driver.end is not None)
-        await pilot.press("left_square_bracket", "f")
+        await pilot.press("left_square_bracket", "left_square_bracket", "f")
         assert isinstance(app.screen, PromptScreen)
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.driver is not driver)
@@ -223,11 +226,12 @@ async def test_fork_continues_from_the_selected_turn(tmp_path: Path, cache: Path
         await until(pilot, lambda: forked.state == "paused")  # the fork waits before its turn 2
         await pilot.press("a")
         await until(pilot, lambda: forked.end is not None)
-    child = read_session(tmp_path / "live-fork-t1.jsonl")
+    child = read_session(tmp_path / "runs" / "live-fork-t1.jsonl")
     assert (
         child.start.fork_turn == 1
         and child.start.parent_session == read_session(tmp_path / "live.jsonl").start.session_id
     )
     candidates = [e for e in child.events if isinstance(e, Candidate)]
-    assert [c.turn for c in candidates] == [1, 2]
-    assert candidates[1].source == simt_kernel()  # turn 2 is new: the model's next answer
+    assert [c.turn for c in candidates] == [1, 2, 3]
+    # The script goes on from turn 1: its second and third answers, not the fourth (the parent used three).
+    assert [c.source for c in candidates[1:]] == [simt_kernel(), wgmma_kernel()]

@@ -138,6 +138,7 @@ def fork(
 
     from workbench.agent.config import agent_config, recorded_settings
     from workbench.agent.loop import MiniPTXAgent
+    from workbench.agent.models import resumed
     from workbench.cli.run_cmd import build_model, drive_headless, finish
     from workbench.evaluate.executors import make_executor
 
@@ -146,7 +147,7 @@ def fork(
     if turns is not None:
         settings["turns"] = turns
     config = agent_config(**settings)
-    kept_through(parent, turn)  # a turn the parent lacks is said first
+    kept = kept_through(parent, turn)  # a turn the parent lacks is said first
     if config.turns <= turn:
         raise UserError(
             f"the fork keeps turns up to {turn} and its turn limit is {config.turns}: nothing would run "
@@ -155,10 +156,12 @@ def fork(
     executor_spec = executor or str(parent.start.settings.get("executor", "static"))
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     out = out or runs_dir() / f"{path.stem}.fork{turn}-{stamp}.jsonl"
+    chosen = build_model(model, api_base)
+    # The parent's own script or replay goes on from the fork turn; another model starts afresh.
     agent = MiniPTXAgent.continue_from(
         parent,
         turn,
-        model=build_model(model, api_base),
+        model=resumed(chosen, kept) if model == parent.start.model else chosen,
         executor=make_executor(executor_spec),
         out=out,
         config=config,

@@ -16,7 +16,7 @@ from workbench.agent.models.base import (
 )
 from workbench.agent.models.human import HumanModel, HumanWriter
 from workbench.agent.models.litellm_model import LitellmModel
-from workbench.agent.models.recorded import ReplayModel, ScriptedModel
+from workbench.agent.models.recorded import ReplayModel, ScriptedModel, resumed
 from workbench.errors import UserError
 
 
@@ -76,4 +76,5 @@ __all__ = [
     "RetryNotice",
     "ScriptedModel",
     "make_model",
+    "resumed",
 ]

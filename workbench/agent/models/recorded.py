@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Self
 
 from pydantic import TypeAdapter, ValidationError
 
-from workbench.agent.models.base import Author, ChatMessage, ModelExhausted, OnDelta, OnRetry, Reply
+from workbench.agent.models.base import Author, ChatMessage, Model, ModelExhausted, OnDelta, OnRetry, Reply
 from workbench.errors import UserError
 from workbench.jsonfile import read_json
-from workbench.session.events import Message
+from workbench.session.events import Event, Message
 from workbench.session.log import read_session
 
 
@@ -24,6 +26,15 @@ class _Recorded:
 
     def settings(self) -> dict[str, object]:
         return {"messages": len(self._replies)}
+
+    def resumed(self, kept: Sequence[Event]) -> Self:
+        """This model for a fork that keeps `kept`: it serves the answer after those the kept turns used."""
+        used = sum(
+            1 for e in kept if isinstance(e, Message) and e.role == "assistant" and e.source == self.author
+        )
+        resumed = copy.copy(self)
+        resumed._served = used
+        return resumed
 
     async def complete(
         self,
@@ -69,3 +80,12 @@ class ReplayModel(_Recorded):
         # The text and the tokens as recorded; a replay costs nothing and takes no time.
         replies = [Reply(content=m.content, usage=m.usage) for m in answers]
         super().__init__(f"replay:{path}", replies)
+
+
+def resumed(model: Model, kept: Sequence[Event]) -> Model:
+    """The model a fork that keeps `kept` goes on with: a script or a replay from where those turns left it.
+
+    A fork at turn 1 of a scripted run continues with the script's second answer, however far the
+    parent went; any other model needs no position.
+    """
+    return model.resumed(kept) if isinstance(model, _Recorded) else model

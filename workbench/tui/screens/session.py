@@ -27,11 +27,12 @@ from textual.widgets import Footer
 from workbench.agent.extract import extract_kernel
 from workbench.agent.items import EvalProgress, ModelRetry, TextDelta
 from workbench.agent.loop import MiniPTXAgent
+from workbench.agent.models import resumed
 from workbench.agent.prompts import template
 from workbench.errors import UserError
 from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
 from workbench.paths import runs_dir
-from workbench.session.log import fork_session, read_session
+from workbench.session.log import fork_session, kept_through, read_session
 from workbench.tui import keymap
 from workbench.tui.artifacts import ArtifactCache, first_error_line, tabs_reading
 from workbench.tui.drivers.base import Driver, Item
@@ -522,10 +523,11 @@ class SessionScreen(Screen[None]):
             return
         agent = driver.agent
         try:
+            parent = read_session(agent.out)
             forked = MiniPTXAgent.continue_from(
-                read_session(agent.out),
+                parent,
                 number,
-                model=agent.model,
+                model=resumed(agent.model, kept_through(parent, number)),
                 executor=agent.executor,
                 out=destination,
                 config=agent.config,
