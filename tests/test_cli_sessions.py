@@ -116,3 +116,34 @@ def test_session_show_tells_every_turn_and_whose_kernel_it_was(tmp_path: Path) -
         (1, "edited", "compile_error"), (2, "override", "compile_error"), (3, "skipped", "skipped"),
     ]  # fmt: skip
     assert data["human_work"] == {"edited": 1, "override": 1, "skipped": 1, "messages": 1}
+
+
+def test_forking_with_the_parents_script_goes_on_from_the_fork_turn(tmp_path: Path) -> None:
+    from workbench.session import SessionWriter
+    from workbench.session.events import Message, SessionEnd, SessionStart
+
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["first, no code", "second, no code", "third, no code"]))
+    model = f"scripted:{script}"
+    start = SessionStart(
+        session_id="p", task="gemm_n7168_k5120", target="hopper", model=model, author="scripted",
+        settings={"turns": 3, "pack": False},
+    )  # fmt: skip
+    with SessionWriter(tmp_path / "parent.jsonl", start) as writer:
+        for turn, text in enumerate(["first, no code", "second, no code", "third, no code"], 1):
+            writer.append(Message(turn=turn, role="assistant", content=text, source="scripted"))
+        writer.append(SessionEnd(turn=3, reason="turn_limit"))
+    done = ptxwb(
+        "session", "fork", "parent.jsonl", "--turn", "1", "--model", model, "--out", "f.jsonl", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    answers = [
+        e
+        for e in read_session(tmp_path / "f.jsonl").events
+        if isinstance(e, Message) and e.role == "assistant"
+    ]
+    assert [(m.turn, m.content) for m in answers] == [
+        (1, "first, no code"),
+        (2, "second, no code"),
+        (3, "third, no code"),
+    ]
