@@ -19,6 +19,7 @@ from workbench.agent.config import ContextPolicy, agent_config
 from workbench.agent.items import EvalProgress, LoopItem, ModelRetry, TextDelta
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import ChatMessage, HumanWriter, Model, make_model
+from workbench.errors import UserError
 from workbench.evaluate.executors import make_executor
 from workbench.paths import new_session_path
 from workbench.session.events import Candidate, Evaluation, Message, SessionEnd, SessionStart
@@ -181,6 +182,10 @@ def run(
             help="Print progress lines instead of opening the TUI (the default without a terminal).",
         ),
     ] = False,
+    paused: Annotated[
+        bool,
+        typer.Option("--paused", help="Open the workbench paused before turn 1 (s steps, a runs on)."),
+    ] = False,
     no_pack: Annotated[
         bool, typer.Option("--no-pack", help="Leave the knowledge pack out of the prompt.")
     ] = False,
@@ -215,6 +220,8 @@ def run(
     )
     out = out or new_session_path(task, target)
     console = Console(highlight=False)
+    if paused and (headless or not console.is_terminal):
+        raise UserError("--paused waits for a key in the workbench: it needs a terminal and no --headless")
     if headless or not console.is_terminal:
         agent = MiniPTXAgent(
             task=task,
@@ -239,5 +246,5 @@ def run(
             out=out,
             config=config,
         )
-        end = run_live(agent, human=human if model == "human" else None)
+        end = run_live(agent, pace="step" if paused else "auto", human=human if model == "human" else None)
     finish(end, out, console)

@@ -1,0 +1,92 @@
+"""The real `ptxwb` in a tmux pane, as a person at a terminal sees it: keys in, the screen's text out.
+
+Tests that use it skip where tmux is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+PTXWB = Path(sys.executable).parent / "ptxwb"
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Pane:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _tmux(self, *args: str) -> str:
+        done = subprocess.run(["tmux", *args], check=True, capture_output=True, text=True, timeout=30)
+        return done.stdout
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p", "-t", self.name)
+
+    def keys(self, *keys: str) -> None:
+        for key in keys:  # one at a time, as typed: the app handles each before the next
+            self._tmux("send-keys", "-t", self.name, key)
+            time.sleep(0.15)
+
+    def alive(self) -> bool:
+        return (
+            subprocess.run(
+                ["tmux", "has-session", "-t", self.name], check=False, capture_output=True
+            ).returncode
+            == 0
+        )
+
+    def wait(self, condition: Callable[[str], bool], timeout_s: float = 60.0) -> str:
+        """The screen once `condition` holds for it; fails with the last screen after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        shown = ""
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise AssertionError(f"ptxwb exited; last screen:\n{shown}")
+            shown = self.screen()
+            if condition(shown):
+                return shown
+            time.sleep(0.2)
+        raise AssertionError(f"the screen never got there; last screen:\n{shown}")
+
+
+@contextmanager
+def ptxwb_in_tmux(*args: str, cwd: Path, size: tuple[int, int] = (180, 50)) -> Iterator[Pane]:
+    """`ptxwb ARGS` in a detached tmux session of `size` columns × rows; killed on the way out."""
+    name = f"ptxwb-test-{uuid.uuid4().hex[:8]}"
+    command = " ".join(shlex.quote(a) for a in [str(PTXWB), *args])
+    env = {**os.environ, "PTXWB_CACHE": str(cwd / "cache"), "TERM": "xterm-256color"}
+    subprocess.run(
+        [
+            "tmux",
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-x",
+            str(size[0]),
+            "-y",
+            str(size[1]),
+            "-c",
+            str(cwd),
+            command,
+        ],
+        check=True,
+        env=env,
+        timeout=30,
+    )
+    pane = Pane(name)
+    try:
+        yield pane
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], check=False, capture_output=True)
