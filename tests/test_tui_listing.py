@@ -107,3 +107,18 @@ def test_missing_document_says_why() -> None:
     document = CodeDocument.missing("SASS not available on this machine")
     assert document.summary() == "SASS not available on this machine"
     assert document.lines == []
+
+
+def test_marks_count_code_only_never_a_comment_quoting_an_instruction() -> None:
+    source = (
+        "// the MMA is wgmma.mma_async, issued below\n"
+        "/* a pipeline of cp.async.bulk.tensor loads and\n"
+        "   mbarrier.try_wait spins */\n"
+        'asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0}, %1, %2;" : "+f"(x)); // wgmma.mma_async\n'
+        'const char* s = "// not a comment"; asm("mbarrier.init.shared.b64 [%0], 1;");\n'
+    )
+    document = CodeDocument.from_text(source, "cuda", "hopper")
+    assert document.marks == {3: "GMMA", 4: "MBARRIER"}
+    assert document.summary() == "5 lines · GMMA ×1 · MBAR ×1"
+    ptx = "\t// wgmma.mma_async in a comment\n\twgmma.fence.sync.aligned;\n\twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f1}, %rd1, %rd2, p, 1, 1, 1, 1;\n"
+    assert mark_lines(ptx, "ptx", "hopper") == {2: "GMMA"}
