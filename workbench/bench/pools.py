@@ -20,11 +20,8 @@ from workbench.agent.models import ChatMessage, Model, Reply
 from workbench.agent.models.base import Author, OnDelta, OnRetry
 from workbench.evaluate.build import build
 from workbench.evaluate.executors import make_executor
-from workbench.evaluate.local_executor import LocalExecutor
 from workbench.evaluate.request import EvalRequest, Executor, ProgressCallback
 from workbench.evaluate.result import EvalResult
-from workbench.evaluate.worker import worker_argv
-from workbench.evaluate.worker_client import WorkerClient
 from workbench.tasks import get_target
 
 
@@ -72,12 +69,14 @@ def visible_gpus() -> list[str]:
     )
 
 
-class PinnedLocalExecutor(LocalExecutor):
-    """The `local` executor with its worker on one GPU of several."""
+def pinned_local(gpu: str, cache_dir: Path | None) -> Executor:
+    """The `local` executor with its worker on one GPU of several (GPU modules load only for it)."""
+    from workbench.evaluate.worker import worker_argv
+    from workbench.evaluate.worker_client import WorkerClient
 
-    def __init__(self, gpu: str, cache_dir: Path | None = None) -> None:
-        super().__init__(cache_dir)
-        self.client = WorkerClient(worker_argv(), env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu})
+    executor = make_executor("local", cache_dir)
+    executor.client = WorkerClient(worker_argv(), env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu})  # type: ignore[attr-defined]
+    return executor
 
 
 def make_workers(specs: Sequence[str], cache_dir: Path | None) -> list[Executor]:
@@ -86,7 +85,7 @@ def make_workers(specs: Sequence[str], cache_dir: Path | None) -> list[Executor]
     for spec in specs:
         gpus = visible_gpus() if spec == "local" else []
         if len(gpus) > 1:
-            workers.extend(PinnedLocalExecutor(gpu, cache_dir) for gpu in gpus)
+            workers.extend(pinned_local(gpu, cache_dir) for gpu in gpus)
         else:
             workers.append(make_executor(spec, cache_dir))
     return workers
