@@ -291,3 +291,14 @@ def test_rows_validate_against_the_chat_messages_schema(tmp_path: Path) -> None:
         assert set(row) == {"messages", "metadata"}
         assert [m.role for m in messages.validate_python(row["messages"])] == ["system", "user", "assistant"]
     assert [fmt for _, fmt in read_rows(tmp_path / "m.jsonl")] == ["messages", "messages"]
+
+
+def test_the_export_benchmark_runs(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "fixit_export.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--trajectories", "5", "--repeats", "1"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "pairs found 5, duplicates 0, unfixed failures 2, rows 5" in done.stdout
+    assert "goal: < 10 s for the sweep: met" in done.stdout
