@@ -157,6 +157,8 @@ ACTIONS: list[Action] = [
     Action("tab('ptx')", "2", "PTX", "Show the PTX", "view"),
     Action("tab('sass')", "3", "SASS", "Show the SASS, target-family lines marked", "view"),
     Action("tab('diff')", "4,d", "Diff", "Show the diff against the previous turn", "view"),
+    Action("next_mark", "n", "Next mark", "Next line of a target family in the code shown", "view"),
+    Action("previous_mark", "N", "Prev mark", "Previous line of a target family in the code shown", "view"),
     Action("goto_error", "g", "Go to error", "Show the line of the first compiler error", "view"),
     Action("focus_pane('conversation')", "c", "Chat", "Show and focus the conversation", "view", True),
     Action("focus_pane('code')", "v", "Code", "Show and focus the code pane", "view"),

@@ -38,7 +38,6 @@ def keymap_table(mode: str) -> Table:
         table.add_row("", "")
     table.add_row(Text("Everywhere", style="bold underline"), "")
     table.add_row("ctrl+p", "Command palette: every action by name, themes, screenshot")
-    table.add_row("n N", "In the code pane: next / previous line of a target family")
     table.add_row("tab", "Move focus between panes")
     return table
 

@@ -238,7 +238,10 @@ class SessionScreen(Screen[None]):
         if in_mode is False:
             return False
         if action in keymap.DRIVER_ACTIONS:
-            return True if self.driver.can(action) else None
+            if self.driver.can(action):
+                return True
+            # Dimmed while it may become possible; gone from the footer once the session is over.
+            return False if self.driver.state == "ended" else None
         return True
 
     async def _driver_call(self, name: str) -> None:
@@ -407,6 +410,14 @@ class SessionScreen(Screen[None]):
 
     def action_tab(self, key: str) -> None:
         self.query_one(CodePane).activate(key)
+
+    def action_next_mark(self) -> None:
+        code = self.query_one(CodePane)
+        code.view(code.active).jump_to_mark(1)
+
+    def action_previous_mark(self) -> None:
+        code = self.query_one(CodePane)
+        code.view(code.active).jump_to_mark(-1)
 
     def action_goto_error(self) -> None:
         number = self.shown_turn

@@ -12,7 +12,6 @@ from typing import ClassVar
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.message import Message
@@ -43,11 +42,6 @@ class CodeView(ScrollView, can_focus=True):
     CodeView > .code-view--cursor { background: $accent 30%; }
     CodeView > .code-view--missing { color: $text-warning; text-style: italic; }
     """
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("n", "next_mark", "Next mark", show=False),
-        Binding("N", "previous_mark", "Prev mark", show=False),
-    ]
-
     cursor_line: reactive[int | None] = reactive(None)
 
     class CursorMoved(Message):
@@ -91,13 +85,8 @@ class CodeView(ScrollView, can_focus=True):
         self.cursor_line = line
         self.scroll_to(y=max(0, line - self.scrollable_content_region.height // 3), animate=False)
 
-    def action_next_mark(self) -> None:
-        self._jump(1)
-
-    def action_previous_mark(self) -> None:
-        self._jump(-1)
-
-    def _jump(self, direction: int) -> None:
+    def jump_to_mark(self, direction: int) -> None:
+        """Put the cursor on the next (1) or previous (-1) marked line, wrapping around."""
         if not self._mark_lines:
             self.notify("no target-family lines in this listing", severity="warning", timeout=2)
             return
