@@ -30,8 +30,8 @@ from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import resumed
 from workbench.agent.prompts import template
 from workbench.errors import UserError
-from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
 from workbench.paths import runs_dir
+from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
 from workbench.session.log import fork_session, kept_through, read_session
 from workbench.tui import keymap
 from workbench.tui.artifacts import ArtifactCache, first_error_line, tabs_reading
