@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from agent_support import answer, broken_kernel, simt_kernel, wgmma_kernel, write_script
 
 from workbench.bench.folder import SweepFolder
-from workbench.bench.runner import SweepSummary, run_sweep
+from workbench.bench.runner import SweepRunner, SweepSummary
 from workbench.bench.spec import parse_spec
 
 
@@ -22,8 +23,13 @@ def scripted_spec(tmp: Path, trajectories: int = 2, name: str = "scripted") -> s
     )
 
 
-def run_scripted(tmp: Path, cache: Path, trajectories: int = 2) -> tuple[SweepFolder, SweepSummary]:
+async def sweep_scripted(tmp: Path, cache: Path, trajectories: int = 2) -> tuple[SweepFolder, SweepSummary]:
+    """The scripted sweep, run in the caller's event loop, in `tmp/sweep`."""
     text = scripted_spec(tmp, trajectories)
     folder = SweepFolder(tmp / "sweep")
-    summary = run_sweep(folder, parse_spec(text, "spec.toml", tmp), text, cache_dir=cache)
-    return folder, summary
+    runner = SweepRunner(folder, parse_spec(text, "spec.toml", tmp), cache_dir=cache)
+    return folder, await runner.run(text, resume=False)
+
+
+def run_scripted(tmp: Path, cache: Path, trajectories: int = 2) -> tuple[SweepFolder, SweepSummary]:
+    return asyncio.run(sweep_scripted(tmp, cache, trajectories))
