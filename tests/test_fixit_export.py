@@ -20,6 +20,7 @@ from workbench.errors import UserError
 from workbench.evaluate.result import Status
 from workbench.fixit.categories import NOT_FAILURES, OTHER, category
 from workbench.fixit.export import ExportOptions, export
+from workbench.fixit.hygiene import Host, scrub
 from workbench.fixit.pairs import MineOptions
 from workbench.fixit.rows import read_rows
 from workbench.paths import sessions_dir
@@ -85,11 +86,25 @@ def test_the_shipped_causal_session_gives_exactly_one_pair(tmp_path: Path) -> No
     assert done.stdout.splitlines()[-2:] == [str(out), str(tmp_path / "repairs.md")]
 
 
-def test_every_status_has_a_category_and_an_unknown_one_is_other() -> None:
-    failures = [status for status in Status if status not in NOT_FAILURES]
-    assert all(category(status) != OTHER for status in failures)
+def test_failure_categories_and_a_status_this_version_does_not_know_is_other() -> None:
+    expected = {
+        "compile_error": "compile",
+        "abi_mismatch": "compile",
+        "banned": "banned",
+        "foreign_kernel": "banned",
+        "runtime_error": "runtime",
+        "timeout": "timeout",
+        "incorrect_numerical": "numerical",
+        "incorrect_shape": "numerical",
+        "static_missing_family": "family_missing",
+        "dynamic_not_executed": "not_executed",
+        "low_tensor_share": "not_executed",
+        "tampered": "integrity",
+    }
+    assert {status: category(status) for status in expected} == expected
     assert category("brand_new_status") == OTHER
-    assert category("compile_error") == "compile" and category(Status.low_tensor_share) == "not_executed"
+    assert all(isinstance(category(status), str) for status in Status)  # statuses added later included
+    assert {Status.passed, Status.not_run, Status.infrastructure_error} == NOT_FAILURES
 
 
 def test_every_failure_or_the_last_improvements_and_dedup(tmp_path: Path) -> None:
@@ -302,3 +317,24 @@ def test_the_export_benchmark_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "pairs found 5, duplicates 0, unfixed failures 2, rows 5" in done.stdout
     assert "goal: < 10 s for the sweep: met" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "scrubbed"),
+    [
+        ("error in /home/ann/runs/kernel.cu(3): bad", "error in kernel.cu(3): bad"),
+        ("see ~/.cache/ptxwb/builds/ab/kernel.so", "see kernel.so"),
+        ("nvcc -I/opt/site/tvm_ffi/include", "nvcc -Iinclude"),
+        ('#include "/usr/local/cuda/include/cuda.h"', '#include "cuda.h"'),
+        ("/abs/x.cu: error\n/abs/y/z.cu: note", "x.cu: error\nz.cu: note"),
+        (
+            "TFLOP/s, a/b, 1.0 / math.sqrt(D), src/k.cu, // comment",
+            "TFLOP/s, a/b, 1.0 / math.sqrt(D), src/k.cu, // comment",
+        ),
+        ("http://127.0.0.1:8000/v1/chat", "http://127.0.0.1:8000/v1/chat"),
+        ("ssh://ann@gpu7:22 failed", "ssh://[redacted]@gpu7:22 failed"),
+        (f"key {CANARY_KEY} echoed", "key [redacted] echoed"),
+    ],
+)
+def test_scrub_cuts_paths_and_secrets_from_workbench_text(text: str, scrubbed: str) -> None:
+    assert scrub(text, Host.current()) == scrubbed

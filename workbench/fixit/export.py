@@ -15,7 +15,7 @@ from workbench.fixit.card import card
 from workbench.fixit.hygiene import Host
 from workbench.fixit.pairs import MineOptions, Pair, dedup, mine
 from workbench.fixit.rows import Format, MessagesRow, build_row, read_rows
-from workbench.fixit.select import balance, eval_tasks
+from workbench.fixit.select import balance, held_out_tasks
 from workbench.fixit.teachers import Executors, ReasoningReport, ReasoningTeacher, RepairReport, RepairTeacher
 from workbench.fixit.trajectory import Trajectory, Turn, find_sessions, load
 from workbench.session.log import create_new
@@ -178,7 +178,7 @@ async def export(paths: Sequence[Path], out: Path, options: ExportOptions) -> Ex
     kept = [pair for pair in pairs if options.include_static or pair.fixed.proof == "gpu"]
     rows, host_dropped = _rows(kept, host)
     tasks = {row.metadata.task for row in rows}
-    held_out = eval_tasks(tasks, options.eval_tasks, options.eval_fraction, options.seed)
+    held_out = held_out_tasks(tasks, options.eval_tasks, options.eval_fraction, options.seed)
     rows = [_in_split(row, "eval" if row.metadata.task in held_out else "train") for row in rows]
     balanced_out = 0
     if options.balance:

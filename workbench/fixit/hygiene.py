@@ -16,9 +16,10 @@ from pathlib import Path
 
 from workbench.agent.secrets import REDACTED, is_secret_name, redact
 
-# An absolute (or home-relative) path's folders: `/home/ann/runs/kernel.cu` keeps `kernel.cu`. Not after a
-# word character, a dot, a colon or a slash, so `TFLOP/s`, `a/b` and URLs are left alone.
-_FOLDERS = re.compile(r"(?<![\w.:/~-])(?:~[\w.-]*)?/(?:[\w.+@-]+/)+")
+# An absolute (or home-relative) path's folders: `/home/ann/runs/kernel.cu` keeps `kernel.cu`. Only at
+# the start, after a space, a quote, a bracket, `=` or a compiler's -I/-L, so `TFLOP/s`, `a/b` and URLs
+# are left alone.
+_FOLDERS = re.compile(r"(?:^|(?<=[\s\"'(\[{<=,])|(?<=-[IL]))(?:~[\w.-]*)?/(?:[\w.+@-]+/)+", re.MULTILINE)
 
 
 @dataclass(frozen=True)

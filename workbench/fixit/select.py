@@ -12,7 +12,7 @@ from workbench.errors import UserError
 from workbench.fixit.rows import MessagesRow
 
 
-def eval_tasks(tasks: set[str], named: Sequence[str], fraction: float, seed: int) -> set[str]:
+def held_out_tasks(tasks: set[str], named: Sequence[str], fraction: float, seed: int) -> set[str]:
     """The tasks held out: those named, then more (in an order fixed by `seed`) up to `fraction` of all."""
     unknown = sorted(set(named) - tasks)
     if unknown:
