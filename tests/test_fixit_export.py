@@ -282,6 +282,8 @@ def test_stats_counts_both_forms(tmp_path: Path) -> None:
         ),
         (["export", "{sessions}", "--out", "{tmp}/o.jsonl", "--teacher-repair", "human"], "needs someone"),
         (["export", "{sessions}", "--out", "{tmp}/taken.jsonl"], "taken.jsonl: already exists"),
+        (["export", "{sessions}", "--out", "{tmp}/o.jsonl", "--executor", "local"], "give --teacher-repair"),
+        (["export", "{sessions}", "--out", "{tmp}/o.jsonl", "--per-group", "2"], "give --balance too"),
         (["stats", "{tmp}/plain.jsonl"], "plain.jsonl:1: not a Fixit row"),
         (["stats", "{tmp}/none.jsonl"], "none.jsonl: no such file"),
     ],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 from rich.table import Table
@@ -17,15 +17,16 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
+Choice = TypeVar("Choice", bound=str)
 ApiBase = Annotated[
     str | None, typer.Option("--api-base", help="OpenAI-compatible server URL for the teachers.")
 ]
 
 
-def _choice(value: str, allowed: tuple[str, ...], option: str) -> str:
+def _choice(value: str, allowed: tuple[Choice, ...], option: str) -> Choice:
     if value not in allowed:
         raise UserError(f"{option}: unknown value {value!r}; choose one of: {', '.join(allowed)}")
-    return value
+    return allowed[allowed.index(value)]  # type: ignore[arg-type]
 
 
 def _tasks(value: str | None) -> tuple[str, ...]:
@@ -90,16 +91,22 @@ def export(
 ) -> None:
     """Export repair pairs as chat-messages JSONL (FILE.jsonl, FILE.eval.jsonl with a split) and a card."""
     from workbench.fixit.export import ExportOptions, TeacherOptions, export, made_lines
-    from workbench.fixit.pairs import MineOptions
+    from workbench.fixit.pairs import FAILURES, MineOptions
     from workbench.fixit.rows import FORMATS
 
     if teacher_tries < 1:
         raise UserError(f"--teacher-tries must be at least 1, not {teacher_tries}")
     if min_gain < 0:
         raise UserError(f"--min-gain must not be negative, not {min_gain:g}")
+    if executor is not None and teacher_repair is None:
+        raise UserError("--executor judges the repair teacher's fixes: give --teacher-repair MODEL too")
+    if per_group is not None and not balance:
+        raise UserError("--per-group sets the size of --balance's groups: give --balance too")
+    if per_group is not None and per_group < 1:
+        raise UserError(f"--per-group must be at least 1, not {per_group}")
     options = ExportOptions(
         mine=MineOptions(
-            failures=_choice(failures, ("all", "last"), "--failures"),  # type: ignore[arg-type]
+            failures=_choice(failures, FAILURES, "--failures"),
             improvements=improvements,
             min_gain=min_gain,
         ),
@@ -112,7 +119,7 @@ def export(
         ),
         dedup=not no_dedup,
         include_static=include_static,
-        fmt=_choice(fmt, FORMATS, "--format"),  # type: ignore[arg-type]
+        fmt=_choice(fmt, FORMATS, "--format"),
         balance=balance,
         per_group=per_group,
         eval_tasks=_tasks(eval_tasks),

@@ -14,6 +14,8 @@ from workbench.fixit.trajectory import Trajectory, Turn
 from workbench.session.events import RepairMark
 
 Kind = Literal["repair", "improvement"]
+Failures = Literal["all", "last"]
+FAILURES: tuple[Failures, ...] = ("all", "last")
 Origin = Literal["trajectory", "teacher", "marked"]
 
 
@@ -40,7 +42,7 @@ class Pair:
 
 @dataclass(frozen=True)
 class MineOptions:
-    failures: Literal["all", "last"] = "all"  # every failure before a fix, or the last one only
+    failures: Failures = "all"  # every failure before a fix, or the last one only
     improvements: bool = False
     min_gain: float = 0.02  # an improvement is at least this much faster (relative speedup)
 

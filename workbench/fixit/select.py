@@ -38,8 +38,6 @@ def balance(rows: list[MessagesRow], per_group: int | None, seed: int) -> tuple[
         groups.setdefault((row.metadata.task, row.metadata.category), []).append(index)
     if not groups:
         return rows, 0
-    if per_group is not None and per_group < 1:
-        raise UserError(f"--per-group must be at least 1, not {per_group}")
     cap = per_group or math.ceil(median(len(members) for members in groups.values()))
     rng = random.Random(seed)
     kept: set[int] = set()
