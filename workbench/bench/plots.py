@@ -21,13 +21,13 @@ def _figure(width: float, height: float) -> tuple[Any, Any]:
 
     # Text stays text (smaller, searchable); the page is still one self-contained file.
     matplotlib.rcParams["svg.fonttype"] = "none"
-    figure = Figure(figsize=(width, height), layout="constrained")
+    figure = Figure(figsize=(width, height))
     return figure, figure.subplots()
 
 
 def _svg(figure: Any) -> str:
     buffer = io.StringIO()
-    figure.savefig(buffer, format="svg")
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
     text = buffer.getvalue()
     return text[text.index("<svg") :]  # the XML prologue does not belong inside HTML
 
@@ -67,7 +67,7 @@ def correct_curves(records: Sequence[TrajectoryRecord], max_turn: int) -> str:
 
 
 def speedup_distribution(records: Sequence[TrajectoryRecord], max_turn: int) -> str:
-    """Each correct trajectory's best speedup within the first T turns, one strip per model."""
+    """Each correct trajectory's best speedup within the first T turns, one box per model."""
     figure, axes = _figure(7.0, 3.6)
     series = _by_series(records)
     values = {
@@ -79,8 +79,6 @@ def speedup_distribution(records: Sequence[TrajectoryRecord], max_turn: int) -> 
     shown = {label: v for label, v in values.items() if v}
     if shown:
         axes.boxplot(list(shown.values()), tick_labels=list(shown), orientation="horizontal", widths=0.5)
-        for row, points in enumerate(shown.values(), start=1):
-            axes.scatter(points, [row] * len(points), s=12, alpha=0.6, zorder=3)
         axes.axvline(1.0, color="grey", linestyle="--", linewidth=1)
         axes.set(xlabel=f"best speedup over the baseline (turns 1–{max_turn})")
     else:
