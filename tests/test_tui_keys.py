@@ -74,11 +74,82 @@ async def test_keys_that_can_do_nothing_leave_the_footer_once_a_live_session_end
     app = WorkbenchApp.for_driver(driver, theme="textual-dark")
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: driver.state == "paused")
-        assert {"step", "auto", "message"} <= footer_actions(app)
+        await until(pilot, lambda: {"step", "auto", "message"} <= footer_actions(app))
         await pilot.press("a")
         await until(pilot, lambda: driver.end is not None)
-        await pilot.pause()
+        await until(pilot, lambda: "step" not in footer_actions(app))
         shown = footer_actions(app)
         assert not shown & {"step", "auto", "approve", "edit", "message", "toggle_pause"}, shown
         assert {"fork", "previous_turn", "help", "quit"} <= shown
         assert isinstance(app.screen, SessionScreen)
+
+
+async def open_session_from_home(app: WorkbenchApp, pilot, folder: Path) -> SessionScreen:  # type: ignore[no-untyped-def]
+    from textual.widgets import DataTable
+
+    sessions = app.screen.query_one("#sessions", DataTable)
+    await until(pilot, lambda: sessions.row_count == 1)
+    sessions.focus()
+    await pilot.press("enter")
+    await until(pilot, lambda: isinstance(app.screen, SessionScreen))
+    assert isinstance(app.screen, SessionScreen)
+    return app.screen
+
+
+@pytest.mark.parametrize("key", ["escape", "backspace"])
+async def test_back_from_a_replay_opened_at_home(tmp_path: Path, key: str) -> None:
+    from workbench.tui.screens.home import HomeScreen
+
+    tui_synthetic.write(tmp_path / "one.jsonl", tui_synthetic.events(2))
+    app = WorkbenchApp(lambda: HomeScreen([tmp_path]), theme="textual-dark")
+    async with app.run_test(size=SIZE) as pilot:
+        await open_session_from_home(app, pilot, tmp_path)
+        assert "back" in footer_actions(app)
+        await pilot.press(key)
+        await until(pilot, lambda: isinstance(app.screen, HomeScreen))
+        assert app.is_running
+
+
+async def test_escape_on_the_first_screen_leaves_nothing(tmp_path: Path) -> None:
+    app, driver = replay_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        assert "back" not in footer_actions(app)
+        await pilot.press("v", "z")
+        assert app.screen.maximized is not None
+        await pilot.press("escape")  # restores the zoomed pane, as it says
+        assert app.screen.maximized is None and isinstance(app.screen, SessionScreen)
+
+
+def live_app(tmp_path: Path, first: str = "session") -> tuple[WorkbenchApp, LiveDriver]:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["no code in this answer"] * 3))
+    agent = MiniPTXAgent(
+        task="gemm_n7168_k5120",
+        target="hopper",
+        model=ScriptedModel(script),
+        executor=make_executor("static", tmp_path / "cache"),
+        out=tmp_path / "live.jsonl",
+        config=AgentConfig(turns=3, pack=False),
+    )
+    driver = LiveDriver(agent, pace="step")
+    return WorkbenchApp.for_driver(driver, theme="textual-dark"), driver
+
+
+async def test_quit_mid_run_asks_first_and_keeps_the_session(tmp_path: Path) -> None:
+    from workbench.session.events import SessionEnd
+    from workbench.tui.screens.dialogs import ConfirmScreen
+
+    app, driver = live_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "paused")
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert isinstance(app.screen, SessionScreen) and driver.end is None
+        await pilot.press("q")
+        await pilot.press("y")
+        await pilot.pause()
+    assert not app.is_running
+    end = read_session(tmp_path / "live.jsonl").events[-1]
+    assert isinstance(end, SessionEnd) and end.reason == "stopped_by_person"

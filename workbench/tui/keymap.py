@@ -168,7 +168,8 @@ ACTIONS: list[Action] = [
     Action("copy_kernel", "w", "Write kernel", "Write the shown turn's kernel to a file", "files", False),
     Action("screenshot", "S", "Screenshot", "Save an SVG screenshot", "files", False),
     Action("help", "question_mark,f1", "Help", "Show the keys", "app", True),
-    Action("quit", "q", "Quit", "Quit", "app", True),
+    Action("back", "escape,backspace", "Back", "Back to the screen this one was opened from", "app", True),
+    Action("quit", "q", "Quit", "Quit (a live run still going asks first)", "app", True),
 ]
 
 
@@ -210,5 +211,6 @@ def key_label(keys: str) -> str:
         "left_square_bracket": "[",
         "right_square_bracket": "]",
         "question_mark": "?",
+        "escape": "esc",
     }
     return " ".join(names.get(k, k) for k in keys.split(","))

@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -39,7 +40,7 @@ from workbench.tui.drivers.base import Driver, Item
 from workbench.tui.drivers.live import LiveDriver
 from workbench.tui.model import SessionView
 from workbench.tui.replay import ReplayDelta
-from workbench.tui.screens.dialogs import EditorScreen, PromptScreen
+from workbench.tui.screens.dialogs import ConfirmScreen, EditorScreen, PromptScreen
 from workbench.tui.screens.help import HelpScreen
 from workbench.tui.widgets.code_pane import CodePane
 from workbench.tui.widgets.conversation import ConversationPane
@@ -237,6 +238,8 @@ class SessionScreen(Screen[None]):
         in_mode = keymap.is_mode_action(action, self.driver.mode)
         if in_mode is False:
             return False
+        if action == "back":
+            return self.app.screen_stack[0] is not self  # opened from another screen (home, a parent run)
         if action in keymap.DRIVER_ACTIONS:
             if self.driver.can(action):
                 return True
@@ -554,5 +557,30 @@ class SessionScreen(Screen[None]):
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self.driver.mode))
 
+    @property
+    def _run_going(self) -> bool:
+        """A live run that has not ended: leaving it stops it."""
+        return isinstance(self.driver, LiveDriver) and self.driver.end is None
+
+    def _leave(self, title: str, leave: Callable[[], object]) -> None:
+        if not self._run_going:
+            leave()
+            return
+        task = self.view.start.task if self.view.start else "this task"
+        question = (
+            f"The run on {task} is still going: {title.lower()} stops it. Its session file keeps every "
+            f"turn so far ({self.driver.session_path})."
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._live().stop()
+                leave()
+
+        self.app.push_screen(ConfirmScreen(title, question), answered)
+
+    def action_back(self) -> None:
+        self._leave("Leaving", self.dismiss)
+
     def action_quit(self) -> None:
-        self.app.exit()
+        self._leave("Quitting", self.app.exit)
