@@ -39,6 +39,15 @@ def eval_candidate(
     compile_timeout: Annotated[
         float, typer.Option("--compile-timeout", help="nvcc time limit, seconds.")
     ] = 180.0,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout", help="Limit for one call of the kernel, seconds (default: 200x the baseline, at least 10)."
+        ),
+    ] = None,
+    no_sanitize: Annotated[
+        bool, typer.Option("--no-sanitize", help="Skip the compute-sanitizer memcheck gate beside correctness.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the EvalResult as JSON.")] = False,
     feedback: Annotated[
         bool, typer.Option("--feedback", help="Print the feedback text the agent reads.")
@@ -49,6 +58,8 @@ def eval_candidate(
         raise UserError("--json and --feedback are two renderings of the one verdict: give one of them")
     if not compile_timeout > 0:  # also NaN
         raise UserError(f"--compile-timeout must be a positive number of seconds (got {compile_timeout:g})")
+    if timeout is not None and not timeout > 0:
+        raise UserError(f"--timeout must be a positive number of seconds (got {timeout:g})")
     source, solution = read_candidate(candidate)
     task_name = task or (solution.definition if solution else None)
     if task_name is None:
@@ -56,8 +67,14 @@ def eval_candidate(
     get_target(target)
     runner = make_executor(executor)
     request = EvalRequest(
-        task=task_name, target=target, source=source, workload=workload, compile_timeout_s=compile_timeout
-    )  # type: ignore[arg-type]
+        task=task_name,
+        target=target,  # type: ignore[arg-type]
+        source=source,
+        workload=workload,
+        compile_timeout_s=compile_timeout,
+        call_timeout_s=timeout,
+        sanitize=not no_sanitize,
+    )
 
     async def judge() -> EvalResult:
         try:

@@ -26,12 +26,13 @@ from pathlib import Path
 from workbench.evaluate.ban import scan
 from workbench.evaluate.demangle import demangle
 from workbench.evaluate.isolation import signal_group
+from workbench.evaluate.link_policy import BinutilsMissing, check_library
 from workbench.evaluate.result import BuildStage, CompilerWarning, KernelResources, Status
 from workbench.evaluate.sass import SASS_NAME, disassemble
 from workbench.evaluate.toolchain import find_tool
 from workbench.tasks.targets import Target
 
-CACHE_FORMAT = 3  # bump when the cache entry layout or the parsed report changes
+CACHE_FORMAT = 4  # bump when the cache entry layout or the parsed report changes
 SOURCE_NAME = "kernel.cu"
 LIBRARY_NAME = "kernel.so"
 PTX_NAME = "kernel.ptx"
@@ -218,49 +219,6 @@ def parse_ptxas(output: str) -> tuple[list[KernelResources], list[CompilerWarnin
 
 EXPORT_HINT = "end the file with TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, your_function)"
 EXPORT_SYMBOL = "__tvm_ffi_run"
-
-# What the library may import: the C/C++ runtime (versioned glibc/libstdc++/libgcc symbols), the
-# CUDA runtime (versioned by libcudart), the driver API (cu*), and TVM-FFI (unversioned TVMFFI* and
-# tvm::ffi). Shared libraries may leave symbols undefined, so a vendor-library call that the source
-# scan missed would otherwise resolve at load time against a cuBLAS that torch already loaded.
-ALLOWED_IMPORT = re.compile(
-    r"@(GLIBC|GLIBCXX|CXXABI|GCC)_[\d.]+$|@libcudart\.so"
-    r"|^(cu[A-Z]\w*|cuda[A-Z_]\w*|__cuda\w*|TVMFFI\w*|_ZN3tvm3ffi\w*)(@.*)?$"
-    r"|^(__gmon_start__|_ITM_registerTMCloneTable|_ITM_deregisterTMCloneTable)$"
-)
-
-
-@dataclass(frozen=True)
-class LinkReport:
-    exports_run: bool
-    foreign_imports: list[str]
-
-
-def check_link(library: Path) -> LinkReport:
-    """The library's dynamic symbols: does it export `run`, and does it import anything not allowed?
-
-    Without nm (binutils) there is nothing to ask: the check passes.
-    """
-    nm = shutil.which("nm")
-    if nm is None:
-        return LinkReport(True, [])
-    try:
-        done = subprocess.run(
-            [nm, "-D", str(library)], check=False, capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return LinkReport(True, [])
-    if done.returncode != 0:
-        return LinkReport(True, [])
-    defined: set[str] = set()
-    foreign: list[str] = []
-    for line in done.stdout.splitlines():
-        parts = line.split()  # `U name` / `w name` (undefined, weak), `address type name` (defined)
-        if len(parts) == 2 and parts[0] == "U" and not ALLOWED_IMPORT.search(parts[1]):
-            foreign.append(parts[1])
-        elif len(parts) == 3:
-            defined.add(parts[2])
-    return LinkReport(EXPORT_SYMBOL in defined, sorted(foreign))
 
 
 def warning_summary(warnings: list[CompilerWarning]) -> str:
@@ -452,7 +410,12 @@ async def compile_source(
                     stage.message = f"nvcc succeeded but left no {name}"
                     return stage
                 found.replace(work / name)
-            link = check_link(work / LIBRARY_NAME)
+            try:
+                link = check_library(work / LIBRARY_NAME, EXPORT_SYMBOL)
+            except BinutilsMissing as exc:
+                stage.status = Status.infrastructure_error
+                stage.message = str(exc)
+                return stage
             if link.foreign_imports:
                 names = demangle(link.foreign_imports)
                 shown = [names.get(symbol, symbol) for symbol in link.foreign_imports]
@@ -460,9 +423,18 @@ async def compile_source(
                 stage.message = (
                     f"the library imports {shown[0]}"
                     + (f" and {len(shown) - 1} more symbols" if len(shown) > 1 else "")
-                    + ": it may link only the CUDA runtime/driver, tvm_ffi and the C/C++ runtime"
+                    + ": a kernel may call the CUDA runtime/driver, TVM-FFI's tensor and error functions and the "
+                    "C/C++ runtime's memory, string, output and math functions; nothing that looks up symbols, "
+                    "opens files, starts threads or processes, or reaches another process"
                 )
                 stage.errors = [f"undefined symbol not allowed: {name}" for name in shown[:MAX_ERRORS]]
+            elif link.system_calls:
+                stage.status = Status.banned
+                stage.message = (
+                    f"the library's machine code holds {link.system_calls} system call instruction(s) (syscall, "
+                    "sysenter or int 0x80 in inline assembly): host code reaches the kernel only through the C runtime"
+                )
+                stage.errors = [stage.message]
             elif not link.exports_run:
                 stage.status = Status.compile_error
                 stage.message = f"the library exports no `run`: {EXPORT_HINT}"

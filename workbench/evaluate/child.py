@@ -1,13 +1,13 @@
-"""The per-candidate process: loads one candidate library and runs the GPU tiers on request.
+"""The candidate's processes: `python -m workbench.evaluate.child [serve | once DIR WORKER_PID]`.
 
-`python -m workbench.evaluate.child` is started by the worker in its own session, once per candidate;
-it prepares torch, TVM-FFI and CUPTI before any candidate exists (so a spare can wait warm), then
-answers requests on the pipes `isolation.py` set up. Whatever the candidate does to this process — a
-CUDA fault, a trap, a hang, exit(), a flood on stdout — ends this process only; the worker sees it.
+`serve` (the default) is the runner (`runner.py`): started by the worker in its own session, once per
+candidate; it prepares torch, TVM-FFI and CUPTI before any candidate exists (so a spare can wait warm),
+then answers requests on the pipes `isolation.py` set up. Whatever the candidate does to this process —
+a CUDA fault, a trap, a hang, exit(), a flood on stdout — ends this process only; the worker sees it.
 
-`python -m workbench.evaluate.child profile DIR WORKER_PID` is the process Nsight Compute launches ahead
-of its candidate: it waits for the candidate in DIR, makes the inputs of the profiling workload, waits
-for the go file, then calls the candidate once between cudaProfilerStart and cudaProfilerStop.
+`once DIR WORKER_PID` is the process a tool (Nsight Compute, compute-sanitizer) launches ahead of its
+candidate: it waits for the candidate in DIR, makes the inputs of the requested workload, waits for the
+go file, then calls the candidate once (between cudaProfilerStart and cudaProfilerStop) and exits.
 
 Standard library, torch, tvm_ffi and (optionally) cupti-python only.
 """
@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 
 
-def _error_line(exc: BaseException) -> str:
+def error_line(exc: BaseException) -> str:
     from workbench.evaluate.isolation import first_useful_line
 
     text = f"{type(exc).__name__}: {exc}"
@@ -33,94 +33,34 @@ def serve() -> int:
     from workbench.evaluate.isolation import ChildChannel
 
     channel = ChildChannel()
+    device = os.environ.get("PTXWB_DEVICE", "cuda")
     import torch
-    import tvm_ffi
+    import tvm_ffi  # noqa: F401
 
     from workbench.evaluate.kernel_trace import open_trace
+    from workbench.evaluate.runner import Runner
 
-    torch.cuda.init()
-    torch.zeros(1, device="cuda")  # create the context now, not inside the first timed call
-    # Everything the tiers load on first use, loaded while no candidate waits: the tier modules and
-    # cuBLAS's handle (the GEMM reference and baseline).
-    import workbench.evaluate.correctness
-    import workbench.evaluate.timing  # noqa: F401
-
-    torch.matmul(
-        torch.ones(64, 64, device="cuda", dtype=torch.bfloat16),
-        torch.ones(64, 64, device="cuda", dtype=torch.bfloat16),
-    )
-    torch.cuda.synchronize()
-    trace, trace_note = open_trace()
+    if device != "cpu":
+        torch.cuda.init()
+        torch.zeros(1, device=device)  # the context now, not inside the first call
+        # cuBLAS's handle (the GEMM baseline) and the first kernels, while no candidate waits.
+        torch.matmul(
+            torch.ones(64, 64, device=device, dtype=torch.bfloat16),
+            torch.ones(64, 64, device=device, dtype=torch.bfloat16),
+        )
+        torch.cuda.synchronize()
+    trace, trace_note = open_trace(device)
     channel.write(
         {
             "type": "ready",
-            "device": torch.cuda.get_device_name(0),
+            "device": torch.cuda.get_device_name(0) if device != "cpu" else "cpu",
             "trace": trace.method,
             "trace_note": trace_note,
             "torch": torch.__version__,
+            "pid": os.getpid(),
         }
     )
-    state: dict = {}
-    while True:
-        request = channel.read()
-        if request is None or request.get("cmd") == "exit":
-            return 0
-        command = request["cmd"]
-        try:
-            if command == "load":
-                state["module"] = tvm_ffi.load_module(request["library"])
-                state["run"] = state["module"].run
-                state["spec"] = request["spec"]
-                known = request.get("kernels")
-                state["kernels"] = None if known is None else set(known)
-                channel.write({"ok": True})
-            elif command == "correctness":
-                from workbench.evaluate.correctness import run_correctness
-
-                stage = run_correctness(
-                    state["run"], state["spec"], trace, state["kernels"], int(request["trials"])
-                )
-                channel.write({"stage": stage})
-            elif command == "timing":
-                channel.write(_timing(state, trace, trace_note, request))
-            else:
-                channel.write({"error": f"unknown command {command!r}"})
-        except Exception as exc:  # noqa: BLE001 - the candidate's failure becomes a verdict
-            if command == "load":
-                channel.write({"ok": False, "error": _error_line(exc)})
-            else:
-                channel.write({"stage": {"status": "runtime_error", "message": _error_line(exc)}})
-            # A CUDA fault poisons the context: nothing more can be trusted in this process.
-            return 1
-
-
-def _timing(state: dict, trace, trace_note: str, request: dict) -> dict:
-    import torch
-
-    from workbench.evaluate.inputs import make_inputs, make_outputs
-    from workbench.evaluate.timing import make_baselines, measure_ceilings, run_timing
-
-    ceilings = request.get("ceilings") or measure_ceilings()
-    spec = state["spec"]
-    inputs = make_inputs(spec, int(spec["seed"]) + 1000)
-    outputs = make_outputs(spec)
-    run = state["run"]
-    baselines, notes = make_baselines(spec, inputs)
-    stage = run_timing(
-        lambda: run(*inputs, *outputs),
-        baselines,
-        trace,
-        spec,
-        ceilings,
-        state["kernels"],
-        warmup=int(request["warmup"]),
-        iterations=int(request["iterations"]),
-    )
-    for note in [trace_note, *notes]:
-        if note and stage.get("message"):
-            stage["message"] += f" [{note}]"
-    torch.cuda.synchronize()
-    return {"stage": stage, "ceilings": ceilings}
+    return Runner(channel, trace, device).serve()
 
 
 def wait_for(path: Path, parent: int) -> bool:
@@ -128,24 +68,38 @@ def wait_for(path: Path, parent: int) -> bool:
     polls = 0
     while not path.exists():
         polls += 1
-        if polls % 100 == 0:
-            try:
-                os.kill(parent, 0)
-            except ProcessLookupError:
-                return False
+        # Not os.kill(parent, 0): the sandbox denies signals to other processes, probes included.
+        if polls % 100 == 0 and not os.path.exists(f"/proc/{parent}"):
+            return False
         time.sleep(0.005)
     return True
 
 
-def profile(workdir: str, parent: int) -> int:
-    """The process ncu profiles: ready before its candidate exists, then one call inside
-    cudaProfilerStart/Stop at the profiling workload (see `profiled_process.py`)."""
+def _close_tool_logs() -> None:
+    """Close any descriptor this process inherited onto its tool's log, so the candidate cannot write
+    into the report that judges it."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd <= 2:
+            continue
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if os.path.basename(target) in ("ncu.log", "sanitizer.log"):
+            os.close(fd)
+
+
+def once(workdir: str, parent: int) -> int:
+    """One call of the candidate for a tool that watches this process (see `profiled_process.py`)."""
     import torch
     import tvm_ffi
 
+    from workbench.evaluate import sandbox
     from workbench.evaluate.inputs import make_inputs, make_outputs
 
     folder = Path(workdir)
+    _close_tool_logs()
     torch.cuda.init()
     torch.zeros(1, device="cuda")
     (folder / "ready").touch()
@@ -153,10 +107,14 @@ def profile(workdir: str, parent: int) -> int:
         return 3
     request = json.loads((folder / "request.json").read_text())
     spec = request["spec"]
-    module = tvm_ffi.load_module(request["library"])
     inputs = make_inputs(spec, int(spec["seed"]))
     outputs = make_outputs(spec)
     torch.cuda.synchronize()
+    if sandbox.available():
+        # The tool's own library lives in this process and may write files: only the doors that reach
+        # other processes are closed here.
+        sandbox.close_doors(no_writes=False)
+    module = tvm_ffi.load_module(request["library"])
     if not wait_for(folder / "go", parent):
         return 3
     torch.cuda.profiler.start()
@@ -165,13 +123,13 @@ def profile(workdir: str, parent: int) -> int:
     torch.cuda.profiler.stop()
     sys.stdout.flush()
     sys.stderr.flush()
-    # ncu holds every result once profiling stops; an orderly CUDA teardown under ncu cost ~1 s more.
+    # The tool holds every result once the call is done; an orderly CUDA teardown cost ~1 s more.
     os._exit(0)
 
 
 def main() -> None:
-    if len(sys.argv) >= 4 and sys.argv[1] == "profile":
-        sys.exit(profile(sys.argv[2], int(sys.argv[3])))
+    if len(sys.argv) >= 4 and sys.argv[1] == "once":
+        sys.exit(once(sys.argv[2], int(sys.argv[3])))
     sys.exit(serve())
 
 

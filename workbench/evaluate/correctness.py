@@ -1,31 +1,19 @@
-"""Tier 3, correctness: the candidate against the task's reference on fresh seeded inputs.
+"""Tier 3, correctness: the comparison of one output with its reference, made in the judge (`judge.py`).
 
-Per DESIGN.md: at least three trials, each seed recorded; outputs pre-filled with NaN; inputs cloned
-before the call and compared after it; shape, dtype, NaN and Inf checks; an element fails only when
-|x - y| > atol AND |x - y| / (|y| + eps) > rtol; max abs/rel error, matched ratio and the worst index
-reported. The trials reuse the same input addresses with new values (a result cached by address is
-replayed stale and caught); one extra trial uses new values at new addresses.
+Per DESIGN.md: outputs pre-filled with NaN by the runner; inputs compared byte for byte after the call;
+shape, dtype, NaN and Inf checks; an element fails only when |x - y| > atol AND |x - y| / (|y| + eps) >
+rtol; max abs/rel error, matched ratio and the worst index reported. Which trials run, at which seeds and
+addresses, the worker decides (`worker.py`).
 
-Torch only (no pydantic): the stage comes back as a plain dict in `CorrectnessStage`'s JSON shape.
+Torch only (no pydantic): checks come back as plain dicts in `OutputCheck`'s JSON shape.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
-
-from workbench.evaluate.inputs import (
-    compile_reference,
-    fill_poison,
-    make_inputs,
-    make_outputs,
-    refill,
-    run_reference,
-)
-from workbench.evaluate.kernel_trace import EventTrace, KernelTrace, Window
 
 EPS = 1e-6
 PASSED, NUMERICAL, SHAPE, DTYPE = "passed", "incorrect_numerical", "incorrect_shape", "incorrect_dtype"
@@ -102,149 +90,17 @@ def changed_inputs(names: Sequence[str], before: Sequence[object], after: Sequen
     """Names of the tensor inputs whose bytes differ after the call."""
     changed = []
     for name, old, new in zip(names, before, after, strict=True):
-        if isinstance(old, torch.Tensor) and not torch.equal(_bits(old), _bits(new)):
+        if isinstance(old, torch.Tensor) and not torch.equal(bits(old), bits(new)):
             changed.append(name)
     return changed
 
 
-def _bits(tensor: torch.Tensor) -> torch.Tensor:
+def bits(tensor: torch.Tensor) -> torch.Tensor:
     """The tensor's bytes, so -0.0 vs 0.0 and NaN payloads count as changes too."""
     return tensor if tensor.dtype == torch.bool else tensor.contiguous().view(torch.uint8)
 
 
-def kernel_problems(
-    trace: KernelTrace | EventTrace, call: Window, readback: Window, own: set[str] | None
-) -> tuple[str, str] | None:
-    """(status, message) when a call launched a kernel not its own (`own` None: names unknown, not
-    checked; empty: the module defines none, so every launched kernel is foreign), or left work
-    running unordered with the caller's stream."""
-    launched = trace.kernels_in(call)
-    if not launched:
-        return None
-    if own is not None:
-        foreign = sorted({k.name for k in launched if k.name not in own})
-        if foreign:
-            return "foreign_kernel", (
-                f"the call launched {len(foreign)} kernel(s) not defined in the candidate's module: "
-                + ", ".join(foreign[:3])
-            )
-    after = trace.kernels_in(readback)
-    if after:
-        first_read = min(k.start for k in after)
-        late = [k for k in launched if k.end > first_read and k.stream != after[0].stream]
-        if late:
-            return "runtime_error", (
-                f"kernel {late[0].name} ran on another stream (id {late[0].stream}) and was still running when the "
-                "caller's stream read the outputs: launch on the stream TVM-FFI hands out, or order your stream "
-                "before returning"
-            )
-    return None
-
-
-def run_correctness(
-    call: Callable[..., object],
-    spec: dict,
-    trace: KernelTrace | EventTrace | None,
-    own_kernels: set[str] | None,
-    trials: int = 3,
-) -> dict:
-    """The correctness stage dict: `trials` same-address trials and one at fresh addresses."""
-    started = time.perf_counter()
-    definition = spec["definition"]
-    atol, rtol = float(spec.get("atol", 1e-2)), float(spec.get("rtol", 1e-2))
-    reference = compile_reference(definition["reference"])
-    input_names = list(definition["inputs"])
-    output_names = list(definition["outputs"])
-    base_seed = int(spec["seed"])
-    stage: dict = {"status": PASSED, "message": "", "atol": atol, "rtol": rtol, "trials": []}
-    device = spec.get("device", "cuda")
-    inputs = make_inputs(spec, base_seed, device)
-    outputs = make_outputs(spec, device)
-    worst_abs = worst_rel = 0.0
-    for number in range(trials + 1):
-        fresh = number == trials
-        seed = base_seed + number
-        if fresh:  # new values at new addresses, the old tensors still alive so nothing is reused
-            held = (inputs, outputs)
-            inputs, outputs = make_inputs(spec, seed, device), make_outputs(spec, device)
-            del held
-        elif number:
-            refill(inputs, make_inputs(spec, seed, device))
-        with torch.no_grad():
-            expected = run_reference(reference, definition, spec["axes"], inputs)
-        before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-        for out in outputs:
-            fill_poison(out)
-        if trace is None:
-            call(*inputs, *outputs)
-            got = [snapshot(out) for out in outputs]
-        else:
-            trace.clear()
-            with trace.window("call") as call_window:
-                call(*inputs, *outputs)
-            with trace.window("readback") as readback_window:
-                got = [snapshot(out) for out in outputs]
-        _synchronize(outputs)
-        trial: dict = {"seed": seed, "passed": False, "fresh_addresses": fresh, "outputs": {}}
-        stage["trials"].append(trial)
-        if trace is not None:
-            trace.collect()
-            problem = kernel_problems(trace, call_window, readback_window, own_kernels)
-            if problem:
-                stage["status"], stage["message"] = problem
-                break
-        modified = changed_inputs(input_names, before, inputs)
-        if modified:
-            stage["status"] = "inputs_modified"
-            stage["message"] = (
-                f"trial {number + 1} (seed {seed}): the call changed input(s) {', '.join(modified)}"
-            )
-            break
-        status = PASSED
-        for name, actual, want in zip(output_names, got, expected, strict=True):
-            want = want.to(actual.dtype) if want.dtype != actual.dtype and _same_kind(want, actual) else want
-            out_status, check = compare_output(name, actual, want, atol, rtol)
-            trial["outputs"][name] = check
-            worst_abs = max(worst_abs, check.get("max_abs_error") or 0.0)
-            worst_rel = max(worst_rel, check.get("max_rel_error") or 0.0)
-            if out_status != PASSED and status == PASSED:
-                status = out_status
-                label = "the fresh-address trial" if fresh else f"trial {number + 1}"
-                stage["message"] = f"{label} (seed {seed}), output {name}: {check.get('reason', '')}"
-        trial["passed"] = status == PASSED
-        if status != PASSED:
-            stage["status"] = status
-            break
-        del expected, got, before
-    if stage["status"] == PASSED:
-        stage["message"] = (
-            f"{trials} trials + 1 at fresh addresses passed; max abs error {worst_abs:.3g}, max rel error "
-            f"{worst_rel:.3g} (where abs > atol)"
-        )
-    stage["duration_s"] = time.perf_counter() - started
-    return stage
-
-
-def snapshot(out: torch.Tensor) -> torch.Tensor:
-    """A copy of an output made by a kernel on the caller's stream (a plain clone is a memcpy, which
-    the kernel trace does not see), exact for every value: x * 1 keeps NaN, Inf and -0.0."""
-    if out.dtype == torch.bool or not (
-        out.dtype.is_floating_point or out.dtype in (torch.int32, torch.int64)
-    ):
-        return out.clone()
-    try:
-        return torch.mul(out, 1)
-    except RuntimeError:  # a dtype without elementwise kernels (fp8)
-        return out.clone()
-
-
-def _synchronize(outputs: Sequence[torch.Tensor]) -> None:
-    """Wait for the device (a CUDA error surfaces here); CPU tensors (the tests) need nothing."""
-    if any(out.is_cuda for out in outputs):
-        torch.cuda.synchronize()
-
-
-def _same_kind(a: torch.Tensor, b: torch.Tensor) -> bool:
+def same_kind(a: torch.Tensor, b: torch.Tensor) -> bool:
     """A reference in float32 for a bf16 output is rounded to bf16 first; a wrong dtype is still caught
     because the candidate's outputs are allocated by the evaluator in the definition's dtype."""
     return a.dtype.is_floating_point and b.dtype.is_floating_point

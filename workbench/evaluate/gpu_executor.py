@@ -1,9 +1,10 @@
 """What the `local` and `ssh://` executors share: all five tiers, the GPU ones through a worker.
 
 Build and static run where the executor says (here for `local`, on the remote host for `ssh://`);
-correctness, dynamic and timing run in the worker's per-candidate child. The stages go through the
-same `run_stages` as the static executor, so progress, stop-at-first-failure and the verdict match.
-A worker host without a GPU reports the GPU tiers as `not_run`, never as passed.
+correctness, timing and the dynamic tier (in that order: the dynamic proof is checked against the timed
+calls) run in the worker (`worker.py`). The stages go through the same `run_stages` as the static
+executor, so progress, which tiers stop which, and the verdict match. Asking a GPU executor of a host
+without a GPU is bad input: one line naming the host, before anything is built.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from workbench.errors import UserError
 from workbench.evaluate.build import build
 from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.evaluate.pipeline import new_result, run_stages
@@ -32,8 +34,8 @@ from workbench.tasks import get_target, resolve_task
 
 STAGE_MODELS: dict[str, type[StageBase]] = {
     "correctness": CorrectnessStage,
-    "dynamic": DynamicStage,
     "timing": TimingStage,
+    "dynamic": DynamicStage,
 }
 
 
@@ -53,11 +55,17 @@ class GpuExecutor:
         workload = task.workload(request.workload)
         result = new_result(request, self.name)
         state: dict = {}
+        hello = await self.client.start()
+        if not hello.get("gpus"):
+            where = "this machine" if self.name == "local" else hello.get("host", "the worker host")
+            raise UserError(
+                f"--executor {self.name}: no NVIDIA GPU on {where} (nvidia-smi lists none); "
+                "use --executor static for the build and static tiers only, or ssh://HOST with a GPU"
+            )
 
         async def build_step(_: EvalResult) -> StageBase:
             if not self.remote_build:
                 return await build(request.source, target, request.compile_timeout_s, self.cache_dir)
-            hello = await self.client.start()
             result.device = ", ".join(hello.get("gpus") or []) or None
             reply = await self.client.request(
                 {
@@ -83,40 +91,29 @@ class GpuExecutor:
 
         async def begin() -> dict:
             if "begun" not in state:
-                hello = await self.client.start()
-                if not hello.get("gpus"):
-                    state["begun"] = {
-                        "ok": False,
-                        "status": Status.not_run.value,
-                        "message": f"no GPU on {hello.get('host', 'the worker host')}",
-                    }
-                else:
-                    spec = gpu_spec(task, workload, target)
-                    state["begun"] = await self.client.request(
-                        {
-                            "op": "begin",
-                            "library": result.stages.build.library_path,
-                            "kernels": state.get("kernels"),
-                            "spec": spec,
-                            "stages": list(STAGE_MODELS),
-                            "timeouts": {
-                                "correctness_s": request.run_timeout_s,
-                                "timing_s": request.run_timeout_s,
-                                "dynamic_s": request.profile_timeout_s,
-                            },
-                        },
-                        timeout_s=request.run_timeout_s + 300,
-                    )
-                    result.device = state["begun"].get("device") or result.device
+                timeouts: dict[str, float] = {"dynamic_s": request.profile_timeout_s}
+                if request.call_timeout_s is not None:
+                    timeouts["call_s"] = request.call_timeout_s
+                state["begun"] = await self.client.request(
+                    {
+                        "op": "begin",
+                        "library": result.stages.build.library_path,
+                        "kernels": state.get("kernels"),
+                        "spec": gpu_spec(task, workload, target),
+                        "stages": list(STAGE_MODELS),
+                        "timeouts": timeouts,
+                        "sanitize": request.sanitize,
+                    },
+                    timeout_s=request.profile_timeout_s + 600,
+                )
+                result.device = state["begun"].get("device") or result.device
             return state["begun"]
 
         def gpu_step(name: str):
             async def step(_: EvalResult) -> StageBase:
                 model = STAGE_MODELS[name]
                 try:
-                    begun = await begin()
-                    if not begun.get("ok") and begun.get("status") == Status.not_run.value:
-                        return model(status=Status.not_run, message=begun["message"])
+                    await begin()
                     reply = await self.client.request(
                         {
                             "op": "stage",
@@ -125,7 +122,7 @@ class GpuExecutor:
                             "warmup": request.warmup,
                             "iterations": request.iterations,
                         },
-                        timeout_s=request.profile_timeout_s + request.run_timeout_s + 300,
+                        timeout_s=request.profile_timeout_s + 1800,
                     )
                 except WorkerError as exc:
                     return model(status=Status.infrastructure_error, message=f"GPU worker: {exc}")

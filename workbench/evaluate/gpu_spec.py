@@ -2,7 +2,7 @@
 
 Host side (it reads the catalogue); the worker side never imports pydantic, so everything it needs
 travels in this dict: the Definition JSON, the resolved axes, the seed, tolerances, FLOPs and bytes,
-the instruction families, the smallest workload for profiling, and for a backward task the forward
+the instruction families, the smallest workload (for memcheck), and for a backward task the forward
 definition whose reference derives O and LSE from the random Q, K, V.
 """
 
@@ -20,8 +20,8 @@ def _forward_task(task: Task, catalogue: Catalogue | None) -> Task | None:
     return (catalogue or Catalogue.load()).get(name)
 
 
-def profile_workload(task: Task) -> Workload:
-    """The cheapest workload of the task: one profiled call under Nsight Compute is slow per kernel."""
+def smallest_workload(task: Task) -> Workload:
+    """The cheapest workload of the task: where memcheck's call runs (it is slow per kernel)."""
 
     def cost(workload: Workload) -> float:
         return task.flops(workload) or task.min_bytes(workload)
@@ -49,9 +49,10 @@ def gpu_spec(task: Task, workload: Workload, target: Target, catalogue: Catalogu
         "min_bytes": task.min_bytes(workload),
         "families": {family: sorted(ops) for family, ops in FAMILIES.items()},
         "required_family": target.required_family,
+        "device": "cuda",
     }
-    smallest = profile_workload(task) if task.workloads else workload
-    spec["profile"] = {
+    smallest = smallest_workload(task) if task.workloads else workload
+    spec["smallest"] = {
         "workload_uuid": smallest.uuid,
         "axes": definition.axis_values(dict(smallest.axes)),
         "flops": task.flops(smallest),

@@ -96,34 +96,75 @@ def _as_list(value: object) -> list[torch.Tensor]:
     return [value]  # type: ignore[list-item]
 
 
-def make_inputs(spec: dict, seed: int, device: str = "cuda") -> list[object]:
-    """Inputs in definition order for one trial: random tensors from `seed`, scalars as given, and the
-    derived ones (O, LSE of a backward task) from the forward reference on the random ones."""
+def random_inputs(spec: dict, seed: int, device: str = "cuda") -> dict[str, torch.Tensor]:
+    """The random tensor inputs of one trial, drawn from `seed` in definition order: the same values in
+    every process on the same device (the judge redraws them to check what the candidate was given)."""
     definition, axes = spec["definition"], spec["axes"]
     generator = torch.Generator(device=device).manual_seed(int(seed))
     derived = set(spec.get("derived_inputs") or [])
     workload_inputs = spec.get("workload_inputs") or {}
-    values: dict[str, object] = {}
+    values: dict[str, torch.Tensor] = {}
     for name, tensor in definition["inputs"].items():
-        kind = workload_inputs.get(name, {"type": "random"})
-        if name in derived:
+        kind = workload_inputs.get(name, {"type": "random"}).get("type", "random")
+        if name in derived or kind == "scalar":
             continue
-        if kind.get("type") == "scalar":
-            values[name] = kind["value"]
-        elif kind.get("type", "random") == "random":
-            values[name] = _random(shape_of(tensor, axes), DTYPES[tensor["dtype"]], generator, device)
-        else:
-            raise ValueError(f"input {name}: workload input type {kind.get('type')!r} is not supported here")
-    if derived:
-        forward = spec["forward"]
+        if kind != "random":
+            raise ValueError(f"input {name}: workload input type {kind!r} is not supported here")
+        values[name] = _random(shape_of(tensor, axes), DTYPES[tensor["dtype"]], generator, device)
+    return values
+
+
+def scalar_inputs(spec: dict) -> dict[str, object]:
+    workload_inputs = spec.get("workload_inputs") or {}
+    return {
+        name: kind["value"]
+        for name, kind in workload_inputs.items()
+        if kind.get("type") == "scalar" and name in spec["definition"]["inputs"]
+    }
+
+
+def derive(spec: dict, values: dict[str, object], fast: bool = False) -> dict[str, torch.Tensor]:
+    """The derived inputs (O and LSE of a backward task) from the random ones: the task's forward
+    reference, or with `fast` (timed calls, which need fresh values every call) the flash-attention
+    forward on a GPU, the same in the runner and the judge."""
+    derived = list(spec.get("derived_inputs") or [])
+    if not derived:
+        return {}
+    definition, axes = spec["definition"], spec["axes"]
+    forward = spec["forward"]
+    args = [values[name] for name in forward["inputs"]]
+    if fast and spec.get("family") == "attention_backward" and args[0].is_cuda:
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention(
+            *args[:3], 0.0, bool(spec.get("causal")), False
+        )[:2]
+        produced = {"O": out, "LSE": lse}
+    else:
         function = compile_reference(forward["reference"])
-        args = [values[name] for name in forward["inputs"]]
-        outputs = run_reference(function, forward["definition"], axes, args)
-        for name, value in zip(forward["outputs"], outputs, strict=True):
-            if name in derived:
-                wanted = DTYPES[definition["inputs"][name]["dtype"]]
-                values[name] = value.to(wanted).reshape(shape_of(definition["inputs"][name], axes))
-    return [values[name] for name in definition["inputs"]]
+        produced = dict(
+            zip(forward["outputs"], run_reference(function, forward["definition"], axes, args), strict=True)
+        )
+    result = {}
+    for name in derived:
+        wanted = DTYPES[definition["inputs"][name]["dtype"]]
+        result[name] = produced[name].to(wanted).reshape(shape_of(definition["inputs"][name], axes))
+    return result
+
+
+def make_inputs(spec: dict, seed: int, device: str = "cuda") -> list[object]:
+    """Inputs in definition order for one trial: random tensors from `seed`, scalars as given, and the
+    derived ones (O, LSE of a backward task) from the forward reference on the random ones."""
+    values: dict[str, object] = {**random_inputs(spec, seed, device), **scalar_inputs(spec)}
+    values.update(derive(spec, values))
+    return [values[name] for name in spec["definition"]["inputs"]]
+
+
+def fill_inputs(spec: dict, buffers: dict[str, torch.Tensor], seed: int, fast: bool = False) -> None:
+    """New values from `seed` into the existing input tensors (same addresses)."""
+    device = str(next(iter(buffers.values())).device) if buffers else "cpu"
+    fresh: dict[str, object] = {**random_inputs(spec, seed, device), **scalar_inputs(spec)}
+    fresh.update(derive(spec, fresh, fast))
+    for name, buffer in buffers.items():
+        buffer.copy_(fresh[name])  # type: ignore[arg-type]
 
 
 def make_outputs(spec: dict, device: str = "cuda") -> list[torch.Tensor]:
@@ -146,10 +187,3 @@ def fill_poison(tensor: torch.Tensor) -> None:
         tensor.fill_(True)
     else:
         tensor.fill_(torch.iinfo(tensor.dtype).max)
-
-
-def refill(inputs: Sequence[object], fresh: Sequence[object]) -> None:
-    """Copy new values into the existing input tensors (same addresses, new values)."""
-    for old, new in zip(inputs, fresh, strict=True):
-        if isinstance(old, torch.Tensor):
-            old.copy_(new)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import selectors
 import signal
 import subprocess
@@ -117,6 +118,7 @@ class Reply:
     timed_out: bool = False
     exit_description: str = ""
     evidence: str = ""
+    forged: bool = False  # a line that does not answer this request came first: written by the candidate
 
     @property
     def ok(self) -> bool:
@@ -126,7 +128,7 @@ class Reply:
 class Child:
     """A child process speaking JSON lines on private pipes, in its own process group."""
 
-    def __init__(self, argv: Sequence[str]) -> None:
+    def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
         child_read, parent_write = os.pipe()
         parent_read, child_write = os.pipe()
         self.process = subprocess.Popen(
@@ -135,7 +137,7 @@ class Child:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             pass_fds=(child_read, child_write),
-            env={**os.environ, FDS_ENV: f"{child_read},{child_write}"},
+            env={**os.environ, **(env or {}), FDS_ENV: f"{child_read},{child_write}"},
             start_new_session=True,
         )
         os.close(child_read)
@@ -197,12 +199,32 @@ class Child:
             )
 
     def request(self, message: dict, timeout_s: float) -> Reply:
-        if not self.send(message):
+        """Send `message` with a fresh nonce; the reply must echo it and be the only line waiting. Anything
+        else on the channel was written by someone other than the harness: the reply is `forged`."""
+        nonce = secrets.token_hex(16)
+        stale = self._buffer
+        if not self.send({**message, "nonce": nonce}):
             self.process.wait(timeout=10)
             return Reply(
                 None, exit_description=describe_exit(self.process.returncode), evidence=self.evidence()
             )
-        return self.receive(timeout_s)
+        reply = self.receive(timeout_s)
+        if reply.ok and (stale or self._buffer or reply.data.get("nonce") != nonce):  # type: ignore[union-attr]
+            reply.forged = True
+        return reply
+
+    def pause(self) -> None:
+        """Stop every process in the child's group (SIGSTOP): nothing in it runs while the judge reads."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, number: signal.Signals) -> None:
+        try:
+            os.killpg(self.process.pid, number)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def evidence(self) -> str:
         """The first useful line the child wrote on stderr, else on stdout."""

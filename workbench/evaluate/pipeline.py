@@ -1,10 +1,13 @@
-"""Run evaluation stages in order, stopping at the first that does not pass; the empty verdict every
-executor starts from.
+"""Run evaluation stages in order; the empty verdict every executor starts from.
 
 Stage-generic: an executor lists (name, coroutine function) pairs; each function reads the result so
-far (a later stage needs the build's paths) and returns its stage model. The top-level verdict is the
-first failing stage's status; when every stage that ran passed but some did not run (the static
-executor), it is `not_run` — never `passed` — and the message says which tiers are missing.
+far (a later stage needs the build's paths) and returns its stage model. The tiers are measured
+independently (the paper asks three questions: correct? the target's instructions run? fast?): only a
+failed build (banned, unbuildable) stops everything; a failed correctness stops timing and the dynamic
+tier; a static tier without the required family leaves the dynamic tier nothing to prove. The verdict
+is the first failing tier in the order correctness, family (static, dynamic), timing, after the build;
+when every stage that ran passed but some did not run (the static executor), it is `not_run` — never
+`passed` — and the message says which tiers are missing.
 """
 
 from __future__ import annotations
@@ -50,7 +53,13 @@ async def run_stages(
     started = time.perf_counter()
     if result.started_at is None:
         result.started_at = time.time()
+    skipped: set[str] = set()
     for name, function in stages:
+        if name in skipped:
+            reason = _skip_reason(name, result)
+            if reason is not None:
+                getattr(result.stages, name).message = reason
+            continue
         _notify(progress, Progress(stage=name, state="started"))
         stage_started = time.perf_counter()
         try:
@@ -65,16 +74,43 @@ async def run_stages(
             stage.duration_s = time.perf_counter() - stage_started
         setattr(result.stages, name, stage)
         _notify(progress, Progress(stage=name, state="finished", status=stage.status, message=stage.message))
-        if stage.status not in (Status.passed, Status.not_run):
-            break  # a stage that chose not to run (no profiler here) does not stop the next
+        skipped |= skipped_after(name, stage)
     finalize(result)
     result.duration_s = (result.duration_s or 0.0) + time.perf_counter() - started
     return result
 
 
+def skipped_after(name: str, stage: StageBase) -> set[str]:
+    """The stages a finished stage leaves without anything to measure."""
+    if stage.status in (Status.passed, Status.not_run):
+        return set()
+    if name == "build":
+        return {"static", "correctness", "timing", "dynamic"}
+    if name == "static":
+        return {"dynamic"}
+    if name == "correctness":
+        return {"timing", "dynamic"}
+    return set()
+
+
+def _skip_reason(name: str, result: EvalResult) -> str | None:
+    if name == "dynamic" and result.stages.static.status == Status.static_missing_family:
+        return "not run: the static tier found none of the required family's instructions to prove"
+    if name in ("timing", "dynamic") and result.stages.correctness.status not in (
+        Status.passed,
+        Status.not_run,
+    ):
+        return "not run: the kernel is not correct"
+    return None
+
+
+VERDICT_ORDER = ("build", "correctness", "static", "dynamic", "timing")
+
+
 def finalize(result: EvalResult) -> None:
-    """Top-level status and message from the stages."""
-    for name, stage in result.stages.in_order():
+    """Top-level status and message from the stages: the first failing tier in `VERDICT_ORDER`."""
+    for name in VERDICT_ORDER:
+        stage = getattr(result.stages, name)
         if stage.status not in (Status.passed, Status.not_run):
             result.status = stage.status
             result.message = f"{name}: {stage.message}" if stage.message else name

@@ -3,7 +3,8 @@
 ncu is launched before the candidate exists (`--profile-from-start off`), so its start-up and the
 profiled process's torch import happen between evaluations; it profiles only what runs between
 cudaProfilerStart and cudaProfilerStop, which the profiled child puts around its one call of the
-candidate at the task's smallest workload. The raw page is printed straight into a log file (no export
+candidate at the timed workload (what is proven is what is timed; `agreement.py` checks that the
+profiled call launched what the timed calls launched, and took about as long). The raw page is printed straight into a log file (no export
 and re-import). Kernel names are printed mangled and only the candidate's own kernels (the mangled names
 its cubin defines) count:
 - `sass__thread_inst_executed_true_per_opcode`: predicate-true thread executions per SASS opcode, so a
@@ -24,6 +25,14 @@ TENSOR_FLOPS_METRIC = {"hopper": "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32
 PER_OPCODE_METRIC = "sass__thread_inst_executed_true_per_opcode"
 TIME_METRIC = "gpu__time_duration.sum"
 METRICS = (PER_OPCODE_METRIC, TIME_METRIC)
+# LaunchStats' metrics (no replay): what a kernel was launched with, compared with CUPTI's timed records.
+LAUNCH_METRICS = {
+    "grid": "launch__grid_size",
+    "block": "launch__block_size",
+    "registers": "launch__registers_per_thread",
+    "dynamic_smem": "launch__shared_mem_per_block_dynamic",
+    "static_smem": "launch__shared_mem_per_block_static",
+}
 MIN_TENSOR_SHARE = 0.9
 
 _INSTANCE = re.compile(r"\s*([A-Za-z0-9_.]+)\s*:\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*")
@@ -46,6 +55,8 @@ def ncu_command(ncu: str, log_file: str, target: str, app: list[str]) -> list[st
         "mangled",
         "--metrics",
         ",".join(metrics),
+        "--section",
+        "LaunchStats",
         "--page",
         "raw",
         "--csv",
@@ -61,6 +72,14 @@ def ncu_command(ncu: str, log_file: str, target: str, app: list[str]) -> list[st
 
 def _number(text: str) -> float:
     return float(text.replace(",", ""))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        _number(text)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_instances(cell: str) -> dict[str, float]:
@@ -101,6 +120,11 @@ def parse_raw_csv(text: str) -> list[dict]:
                 launch["tensor_flops"] = _number(row[column[metric]])
         if TIME_METRIC in column and row[column[TIME_METRIC]].strip():
             launch["time_ns"] = _number(row[column[TIME_METRIC]])
+        launch["launch"] = {
+            key: int(_number(row[column[metric]]))
+            for key, metric in LAUNCH_METRICS.items()
+            if metric in column and _is_number(row[column[metric]])
+        }
         launches.append(launch)
     return launches
 

@@ -26,8 +26,13 @@ class EvalRequest(BaseModel):
     warmup: int = Field(default=10, ge=0)
     iterations: int = Field(default=50, ge=1)
     compile_timeout_s: float = 180.0
-    run_timeout_s: float = 120.0
+    call_timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="the limit for one call of the candidate; unset: 200x the baseline's time, at least 10 s",
+    )
     profile_timeout_s: float = 300.0
+    sanitize: bool = Field(default=True, description="the memcheck gate beside correctness")
 
 
 class Progress(BaseModel):

@@ -35,9 +35,12 @@ class Status(StrEnum):
     low_tensor_share = "low_tensor_share"
     abi_mismatch = "abi_mismatch"  # `run` takes other arguments than the task's inputs and outputs
     faster_than_light = "faster_than_light"  # timed faster than the device's datasheet peaks allow
-    profile_mismatch = "profile_mismatch"  # the profiled call ran other kernels, or ran far faster, than the timed ones
+    profile_mismatch = (
+        "profile_mismatch"  # the profiled call ran other kernels, or ran far faster, than the timed ones
+    )
     stray_kernel = "stray_kernel"  # GPU work of the candidate's process outside the call it belongs to
     tampered = "tampered"  # the harness in the candidate's process was changed, or its replies forged
+    wall_clock_mismatch = "wall_clock_mismatch"  # timed calls took far longer by the clock than on the GPU
     infrastructure_error = "infrastructure_error"
 
 
@@ -147,7 +150,7 @@ class TimingStats(_Model):
 
 
 class TimingStage(StageBase):
-    method: Literal["cupti", "events"] | None = None
+    method: Literal["cupti", "events", "wall"] | None = None
     warmup: int = 10
     iterations: int = 50
     l2_flush_bytes: int | None = None
@@ -156,7 +159,17 @@ class TimingStage(StageBase):
     speedup: float | None = Field(default=None, description="primary baseline median / candidate median")
     tflops: float | None = None
     speed_of_light_ms: float | None = None
+    speed_of_light_source: str | None = Field(
+        default=None, description="the datasheet peaks the bound is from"
+    )
     faster_than_light: bool = False
+    host_overhead_ms: float | None = Field(
+        default=None, description="median clock time of a timed call beyond its kernels' GPU time"
+    )
+    baseline_host_overhead_ms: float | None = None
+    checked_calls: list[Trial] = Field(
+        default_factory=list, description="timed calls whose outputs the judge read, chosen after the fact"
+    )
 
 
 class Stages(_Model):

@@ -1,24 +1,33 @@
-"""Tier 5, timing: the candidate and the vendor baseline interleaved in one process, L2 flushed before
-every call, kernel time from CUPTI (CUDA events as the fallback), median and spread; the speed-of-light
-check against ceilings measured on this device.
+"""Tier 5, timing, judged in the worker from the raw records of the candidate's process.
 
-Torch only (no pydantic): stages and stats are plain dicts in `TimingStage`'s JSON shape.
+The worker drives the timed loop call by call (`worker.py`): candidate and baselines alternate which goes
+first, every call gets input values no call has seen, L2 is flushed before every call, and the worker
+times each call by its own clock from the go signal to the reply. Here, from the runner's CUPTI records
+(CUDA events or host clocks as fallbacks) and those clocks: median and spread per entrant, speedup,
+the speed-of-light bound from the device's datasheet peaks (no honest kernel beats them: faster is a
+failing status), the marker kernel before every candidate call, foreign and stray work, and the
+call's clock time against its kernels' GPU time.
+
+Standard library only (the worker runs this on a bare GPU host).
 """
 
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-import torch
+from workbench.evaluate.trace_checks import Attributed, foreign_names
 
-from workbench.evaluate.kernel_trace import EventTrace, KernelTrace
-
-# A result this much faster than the measured ceilings is flagged: the ceilings are what cuBLAS and a
-# device copy reach here, and a hand kernel may beat those by a little, not by more than this.
-LIGHT_MARGIN = 0.9
+# Datasheet peaks (dense bf16 tensor rate, HBM bandwidth) by the device name's model: the bound no
+# honest kernel beats. Kept here, standard library only; `workbench.tasks.devices` holds the same
+# figures for the catalogue's reports and a test keeps the two equal.
+PEAKS = {"H100": (989.4, 3.35), "H200": (989.4, 4.8), "B200": (2250.0, 8.0)}
+# A call whose clock time exceeds its kernels' GPU time by this much more than the baseline's does hid
+# work from the GPU trace (host compute, or records altered): the slack and the share of the span.
+HOST_SLACK_MS = 0.15
+HOST_SLACK_SHARE = 0.25
+# The trace's clock and the worker's may drift apart by this much over one call.
+CLOCK_TOLERANCE = 1.02
 
 
 def summarize(name: str, times_ms: Sequence[float], kernels: Sequence[str] = ()) -> dict:
@@ -40,222 +49,166 @@ def summarize(name: str, times_ms: Sequence[float], kernels: Sequence[str] = ())
     }
 
 
-def speed_of_light_ms(flops: float | None, min_bytes: float | None, ceilings: dict) -> float | None:
-    """max(FLOPs / measured tensor peak, bytes / measured bandwidth), in ms."""
+def device_peaks(device_name: str | None) -> tuple[str, float, float] | None:
+    """(model, TFLOP/s, TB/s) for a device name such as 'NVIDIA H200', else None."""
+    for model, (tflops, tbps) in PEAKS.items():
+        if device_name and model in device_name.upper():
+            return model, tflops, tbps
+    return None
+
+
+def speed_of_light_ms(
+    flops: float | None, min_bytes: float | None, tflops: float, tbps: float
+) -> float | None:
+    """max(FLOPs / peak tensor rate, bytes / peak bandwidth), in ms."""
     times = []
-    if flops and ceilings.get("tensor_tflops"):
-        times.append(flops / (ceilings["tensor_tflops"] * 1e12) * 1e3)
-    if min_bytes and ceilings.get("bandwidth_tbps"):
-        times.append(min_bytes / (ceilings["bandwidth_tbps"] * 1e12) * 1e3)
+    if flops:
+        times.append(flops / (tflops * 1e12) * 1e3)
+    if min_bytes:
+        times.append(min_bytes / (tbps * 1e12) * 1e3)
     return max(times) if times else None
 
 
-@dataclass
-class Baseline:
-    name: str
-    call: Callable[[], object]
-    prepare: Callable[[], object] | None = None  # runs outside the timed window (a backward's forward)
-
-
-def make_baselines(spec: dict, inputs: Sequence[object]) -> tuple[list[Baseline], list[str]]:
-    """The vendor baselines for the task family, on the same inputs as the candidate (the first is the
-    one speedup is measured against), and notes on baselines left out."""
-    family = spec.get("family")
-    named = dict(zip(spec["definition"]["inputs"], inputs, strict=True))
-    if family == "gemm":
-        a, b = named["A"], named["B"]
-        out = torch.empty(a.shape[0], b.shape[0], dtype=a.dtype, device=a.device)
-        return [Baseline("cuBLAS (torch.matmul)", lambda: torch.matmul(a, b.T, out=out))], []
-    if family in ("attention_forward", "attention_backward"):
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        q, k, v = named["Q"], named["K"], named["V"]
-        causal = bool(spec.get("causal"))
-
-        def forward(q=q, k=k, v=v):
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-        if family == "attention_forward":
-            from workbench.evaluate import flashinfer_baseline
-
-            baselines = [Baseline("cuDNN SDPA", forward)]
-            missing = flashinfer_baseline.readiness(int(q.shape[-1]))
-            if missing:
-                return baselines, [f"second baseline left out: {missing}"]
-            call = flashinfer_baseline.forward_call(q, k, v, causal)
-            return [*baselines, Baseline(flashinfer_baseline.NAME, call)], []
-        grad_out = named["dO"]
-        leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
-        state: dict = {}
-
-        def prepare() -> None:
-            if "out" not in state:
-                state["out"] = forward(*leaves)
-
-        def backward() -> object:
-            return torch.autograd.grad(state["out"], leaves, grad_out, retain_graph=True)
-
-        return [Baseline("cuDNN SDPA backward", backward, prepare)], []
-    return [], []
-
-
-def _best_ms(fn: Callable[[], object], repeats: int = 10) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return min(times)
-
-
-def _matmul_tflops(size: int = 8192) -> float:
-    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-    return 2.0 * size**3 / (_best_ms(lambda: torch.matmul(a, b)) * 1e-3) / 1e12
-
-
-def _copy_tbps(size: int = 1 << 31) -> float:
-    src = torch.empty(size, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    return 2.0 * size / (_best_ms(lambda: dst.copy_(src)) * 1e-3) / 1e12
-
-
-def measure_ceilings() -> dict:
-    """This device's bf16 matrix rate (cuBLAS, 8192^3, random data) and copy bandwidth (read + write)."""
-    result = {
-        "tensor_tflops": _matmul_tflops(),
-        "bandwidth_tbps": _copy_tbps(),
-        "method": "best of 10: cuBLAS bf16 8192^3 on random data; 2 GiB device copy (read + write)",
-    }
-    torch.cuda.empty_cache()
-    return result
-
-
-def l2_flush_bytes() -> int:
-    l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 64 * 1024 * 1024)
-    return 2 * l2
-
-
-# Warm-up runs at least this long: on the H200 a GEMM's first ~50 ms under load ran up to 12 % faster
-# than the rate the card then holds, in steps, so a fixed 10-iteration warm-up left the median of a
-# short run on either side of a step (speedups 0.892-0.942 for one kernel over five evaluations).
-WARMUP_S = 0.25
-# Timed iterations: at least `iterations`, more while they fit in this long, at most MAX_ITERATIONS.
-TIMED_S = 0.3
-MAX_ITERATIONS = 400
-
-
-def timed_iterations(minimum: int, seconds_per_round: float, budget_s: float = TIMED_S) -> int:
+def timed_iterations(minimum: int, seconds_per_round: float, budget_s: float, cap: int) -> int:
     """How many timed rounds to run: `minimum`, raised to what fits in `budget_s`, capped."""
     if seconds_per_round <= 0:
-        return max(minimum, MAX_ITERATIONS)
-    return max(minimum, min(MAX_ITERATIONS, int(budget_s / seconds_per_round)))
+        return max(minimum, cap)
+    return max(minimum, min(cap, int(budget_s / seconds_per_round)))
 
 
-def run_timing(
-    call: Callable[[], object],
-    baselines: Sequence[Baseline],
-    trace: KernelTrace | EventTrace,
+def _overhead(walls: Sequence[float], spans: Sequence[float]) -> float:
+    return statistics.median(w - s for w, s in zip(walls, spans, strict=True))
+
+
+def timing_stage(
+    trace: Attributed,
+    walls: dict[str, list[float]],
+    names: dict[str, str],
     spec: dict,
-    ceilings: dict,
-    own_kernels: set[str] | None,
-    warmup: int = 10,
-    iterations: int = 50,
-    warmup_s: float = WARMUP_S,
-    timed_s: float = TIMED_S,
+    own: set[str] | None,
+    device_name: str | None,
 ) -> dict:
-    """The timing stage dict. Every round flushes L2 before each call; candidate and baselines alternate
-    which goes first, so drift and order effects fall on both. The warm-up runs at least `warmup` rounds
-    and `warmup_s` seconds (the card settles into its sustained clocks); then at least `iterations`
-    rounds are timed, more while they fit in `timed_s`."""
-    started = time.perf_counter()
-    flush = torch.empty(l2_flush_bytes(), dtype=torch.uint8, device="cuda")
-    entrants: list[tuple[str, Callable[[], object], Callable[[], object] | None]] = [
-        ("candidate", call, None)
-    ]
-    entrants += [(b.name, b.call, b.prepare) for b in baselines]
-    windows: dict[str, list] = {name: [] for name, _, _ in entrants}
+    """The timing stage dict. `walls` maps an entrant ("candidate", "0", "1") to the worker's clock time
+    of each timed call in order; `names` maps a baseline entrant to its name."""
+    stage: dict = {"status": "passed", "message": "", "method": trace.method}
 
-    def one_round(number: int, keep: bool) -> None:
-        order = entrants if number % 2 == 0 else list(reversed(entrants))
-        for name, function, prepare in order:
-            if prepare is not None:
-                prepare()
-            flush.zero_()
-            with trace.window(name) as window:
-                function()
-            if keep:
-                windows[name].append(window)
-        if number % 10 == 9:  # keep CUPTI's buffers and the queue short
-            torch.cuda.synchronize()
+    def fail(status: str, message: str) -> dict:
+        stage.update(status=status, message=message)
+        return stage
 
-    rounds = 0
-    warm_started = time.perf_counter()
-    while rounds < warmup or rounds % 10 or time.perf_counter() - warm_started < warmup_s:
-        one_round(rounds, keep=False)
-        rounds += 1
-    torch.cuda.synchronize()
-    warmup_rounds = rounds
-    count = timed_iterations(iterations, (time.perf_counter() - warm_started) / warmup_rounds, timed_s)
-    trace.clear()
-    for number in range(count):
-        one_round(warmup_rounds + number, keep=True)
-    torch.cuda.synchronize()
-    trace.collect()
-    stage: dict = {
-        "status": "passed",
-        "message": "",
-        "method": trace.method,
-        "warmup": warmup_rounds,
-        "iterations": count,
-        "l2_flush_bytes": flush.numel(),
-    }
-    stats: dict[str, dict] = {}
-    for name, _, _ in entrants:
-        times, names = [], []
-        for window in windows[name]:
-            span = trace.span_ms(window)
-            if span is None:
-                stage["status"] = "runtime_error" if name == "candidate" else "infrastructure_error"
-                stage["message"] = f"{name}: a timed call launched no kernel that the trace could see"
-                stage["duration_s"] = time.perf_counter() - started
-                return stage
-            times.append(span)
-            names.extend(k.name for k in trace.kernels_in(window))
-        stats[name] = summarize(name, times, names)
-    candidate = stats.pop("candidate")
-    if own_kernels is not None and trace.method == "cupti":
-        foreign = sorted(set(candidate["kernels"]) - own_kernels)
-        if foreign:
-            stage["status"] = "foreign_kernel"
-            stage["message"] = (
-                f"timed calls launched kernels not defined in the candidate's module: {', '.join(foreign[:3])}"
+    if trace.method == "cupti":
+        if trace.stray:
+            return fail(
+                "stray_kernel",
+                f"during the timed calls the candidate's process ran {len(trace.stray)} piece(s) of GPU work outside "
+                f"every call (first: {trace.stray[0]})",
             )
+        if any(not w.kernels for w in trace.labelled("marker")):
+            return fail(
+                "tampered", "the kernel trace lost the harness's marker kernel during the timed calls"
+            )
+    stats: dict[str, dict] = {}
+    spans_of: dict[str, list[float]] = {}
+    for entrant in ["candidate", *names]:
+        windows = trace.labelled(f"call:{entrant}")
+        spans, kernels = [], []
+        for window in windows:
+            span = window.span_ms(trace.method)
+            if span is None:
+                who = "candidate" if entrant == "candidate" else names[entrant]
+                status = "runtime_error" if entrant == "candidate" else "infrastructure_error"
+                return fail(status, f"{who}: a timed call launched no kernel that the trace could see")
+            spans.append(span)
+            kernels.extend(k.name for k in window.kernels)
+        if not spans:
+            return fail("infrastructure_error", f"no timed call of {entrant} was recorded")
+        spans_of[entrant] = spans
+        stats[entrant] = summarize("candidate" if entrant == "candidate" else names[entrant], spans, kernels)
+    candidate = stats.pop("candidate")
     stage["candidate"] = candidate
-    stage["baselines"] = list(stats.values())
+    stage["baselines"] = [stats[e] for e in names]
+    stage["iterations"] = candidate["iterations"]
+    foreign = foreign_names([k for w in trace.labelled("call:candidate") for k in w.kernels], own)
+    if foreign and trace.method == "cupti":
+        return fail(
+            "foreign_kernel",
+            f"timed calls launched kernels not defined in the candidate's module: {', '.join(foreign[:3])}",
+        )
     flops, min_bytes = spec.get("flops"), spec.get("min_bytes")
     if flops:
         stage["tflops"] = flops / (candidate["median_ms"] * 1e-3) / 1e12
-    light = speed_of_light_ms(flops, min_bytes, ceilings)
-    stage["speed_of_light_ms"] = light
-    stage["faster_than_light"] = bool(light and candidate["median_ms"] < LIGHT_MARGIN * light)
     if stage["baselines"]:
-        primary = stage["baselines"][0]
-        stage["speedup"] = primary["median_ms"] / candidate["median_ms"]
-    if stage["status"] == "passed":
-        stage["message"] = timing_message(stage, ceilings)
-    stage["duration_s"] = time.perf_counter() - started
+        stage["speedup"] = stage["baselines"][0]["median_ms"] / candidate["median_ms"]
+    peaks = device_peaks(device_name)
+    if peaks is not None:
+        model, tflops, tbps = peaks
+        light = speed_of_light_ms(flops, min_bytes, tflops, tbps)
+        stage["speed_of_light_ms"] = light
+        stage["speed_of_light_source"] = f"{model} datasheet: {tflops:g} TFLOP/s dense bf16, {tbps:g} TB/s"
+        stage["faster_than_light"] = bool(light and candidate["median_ms"] < light)
+    problem = _clock_problem(spans_of, walls, names)
+    if problem is not None:
+        stage["host_overhead_ms"], stage["baseline_host_overhead_ms"] = problem[2], problem[3]
+        if problem[0]:
+            return fail(problem[0], problem[1])
+    if stage.get("faster_than_light"):
+        return fail(
+            "faster_than_light",
+            f"candidate {candidate['median_ms']:.4g} ms median is faster than the speed of light "
+            f"{stage['speed_of_light_ms']:.4g} ms ({stage['speed_of_light_source']}): no honest kernel is",
+        )
+    stage["message"] = timing_message(stage)
     return stage
 
 
-def timing_message(stage: dict, ceilings: dict | None = None) -> str:
+def _clock_problem(
+    spans_of: dict[str, list[float]], walls: dict[str, list[float]], names: dict[str, str]
+) -> tuple[str, str, float, float | None] | None:
+    """(status or "", message, candidate's host overhead, baseline's) from the worker's clock, or None
+    when the clock times are missing (an older worker)."""
+    mine = walls.get("candidate") or []
+    spans = spans_of["candidate"]
+    if len(mine) != len(spans):
+        return None
+    impossible = [
+        i for i, (w, s) in enumerate(zip(mine, spans, strict=True)) if s > w * CLOCK_TOLERANCE + 0.02
+    ]
+    overhead = _overhead(mine, spans)
+    reference = None
+    for entrant in names:
+        theirs = walls.get(entrant) or []
+        if len(theirs) == len(spans_of[entrant]):
+            reference = _overhead(theirs, spans_of[entrant])
+            break
+    if impossible:
+        call = impossible[0]
+        return (
+            "tampered",
+            (
+                f"timed call {call + 1}: the trace reports {spans[call]:.4g} ms of GPU time in a call that took "
+                f"{mine[call]:.4g} ms by the worker's clock: the records were altered"
+            ),
+            overhead,
+            reference,
+        )
+    if reference is not None:
+        median_span = statistics.median(spans)
+        allowed = reference + max(HOST_SLACK_MS, HOST_SLACK_SHARE * median_span)
+        if overhead > allowed:
+            return (
+                "wall_clock_mismatch",
+                (
+                    f"the timed calls took {overhead:.4g} ms more by the worker's clock than their kernels ran on the GPU "
+                    f"({median_span:.4g} ms median), the baseline {reference:.4g} ms more: work done off the GPU (on the "
+                    "host) or trace records altered"
+                ),
+                overhead,
+                reference,
+            )
+    return "", "", overhead, reference
+
+
+def timing_message(stage: dict) -> str:
     candidate = stage["candidate"]
     spread = f"IQR {candidate['p25_ms']:.4g}-{candidate['p75_ms']:.4g}"
     text = f"candidate {candidate['median_ms']:.4g} ms median ({spread})"
@@ -266,15 +219,9 @@ def timing_message(stage: dict, ceilings: dict | None = None) -> str:
         text += f"; {other['name']} {other['median_ms']:.4g} ms ({other['median_ms'] / candidate['median_ms']:.3f}x)"
     if stage.get("tflops"):
         text += f"; {stage['tflops']:.0f} TFLOP/s"
-    if stage.get("speed_of_light_ms") and ceilings:
+    if stage.get("speed_of_light_ms"):
         text += (
-            f"; speed of light {stage['speed_of_light_ms']:.4g} ms (measured here: "
-            f"{ceilings['tensor_tflops']:.0f} TFLOP/s bf16, {ceilings['bandwidth_tbps']:.2f} TB/s)"
-        )
-    if stage.get("faster_than_light"):
-        text += (
-            f"; FLAGGED: faster than this device's speed of light ({stage['speed_of_light_ms']:.4g} ms from the "
-            "measured tensor peak and bandwidth): check the measurement, not a result to celebrate"
+            f"; speed of light {stage['speed_of_light_ms']:.4g} ms ({stage.get('speed_of_light_source', '')})"
         )
     if stage.get("method") == "events":
         text += " (CUDA events: CUPTI was not available)"

@@ -1,15 +1,23 @@
 """The GPU worker: `python -m workbench.evaluate.worker`, JSON lines on stdin/stdout.
 
-One worker serves many candidates; each candidate gets a fresh child process (`child.py`) in its own
-process group, and the worker survives whatever the candidate does. Local and ssh executors talk to it
-the same way (over a pipe, or over `ssh host python -m workbench.evaluate.worker`).
+One worker serves many candidates. Per candidate it drives four processes and judges from what they
+hand back, so nothing that decides a verdict runs where the candidate runs:
+- the runner (`runner.py`, the candidate's process): loads the candidate in a sandbox, calls it when
+  told, hands back raw records; a fresh one per candidate, in its own process group;
+- the judge (`judge.py`, kept across candidates): copies inputs and outputs out of the runner while the
+  runner is stopped, runs the reference after the call and compares;
+- Nsight Compute around one call at the timed workload (the dynamic tier), started ahead of time;
+- compute-sanitizer's memcheck around one call at the smallest workload (the gate beside correctness),
+  started ahead of time.
+Trace attribution, timing statistics, the profile's agreement with the timed calls and every status
+are made here (`trace_checks.py`, `timing.py`, `agreement.py`).
 
 Requests (one JSON object per line; replies echo `id`):
-- `{"op": "hello"}` -> `{"type": "hello", "protocol": 1, "host", "python", "gpus": [...], "ncu": path|null}`
+- `{"op": "hello"}` -> `{"type": "hello", "protocol": 2, "host", "python", "gpus": [...], "ncu": path|null}`
 - `{"op": "build", "source", "target", "timeout_s"}` -> `{"type": "built", "build", "static", "kernels"}`:
   build + static tier on this host (needs the whole workbench installed here, nvcc and cuobjdump).
-- `{"op": "begin", "library", "kernels", "spec", "stages", "timeouts"}` -> `{"type": "begun", "ok", ...}`
-- `{"op": "stage", "stage": "correctness"|"dynamic"|"timing", "trials"?, "warmup"?, "iterations"?}`
+- `{"op": "begin", "library", "kernels", "spec", "stages", "timeouts", "sanitize"}` -> `{"type": "begun", "ok", ...}`
+- `{"op": "stage", "stage": "correctness"|"timing"|"dynamic", "trials"?, "warmup"?, "iterations"?}`
   -> `{"type": "stage", "stage", "result": {...}}` (the stage in `EvalResult`'s JSON shape)
 - `{"op": "end"}` -> `{"type": "ended"}`
 - `{"op": "evaluate", "library", "kernels", "spec", "stages", ...}` -> progress events
@@ -26,26 +34,44 @@ import json
 import os
 import platform
 import re
+import secrets
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from workbench.evaluate.isolation import Child, describe_exit, first_useful_line
+from workbench.evaluate.agreement import agreement
+from workbench.evaluate.isolation import Child, Reply, describe_exit, first_useful_line
 from workbench.evaluate.profile import dynamic_stage, parse_raw_csv
-from workbench.evaluate.profiled_process import ProfiledProcess
+from workbench.evaluate.sanitizer import memcheck_message
+from workbench.evaluate.timing import timed_iterations, timing_stage
+from workbench.evaluate.tool_process import ProfiledProcess, SanitizedProcess
+from workbench.evaluate.trace_checks import attribute, call_problem
 
-PROTOCOL = 1
-GPU_STAGES = ("correctness", "dynamic", "timing")
-DEFAULT_TIMEOUTS = {"start_s": 180.0, "correctness_s": 120.0, "dynamic_s": 300.0, "timing_s": 120.0}
+PROTOCOL = 2
+# The order the GPU tiers run in: timing before the dynamic tier, whose proof is checked against the
+# timed calls' kernels. A failed correctness stops both; the others do not stop each other.
+GPU_STAGES = ("correctness", "timing", "dynamic")
+DEFAULT_TIMEOUTS = {
+    "start_s": 180.0,  # a runner, the judge or a tool process getting ready
+    "call_floor_s": 10.0,  # one call of the candidate may take at least this long ...
+    "call_factor": 200.0,  # ... and this many times the baseline's time
+    "dynamic_s": 300.0,  # the profiled call under Nsight Compute
+    "sanitize_s": 120.0,  # the call under memcheck
+}
+WARMUP_S = 0.25  # timed rounds after at least this long of warm-up (the card settles into its clocks)
+TIMED_S = 0.3  # at least `iterations` timed rounds, more while they fit in this long
+MAX_ITERATIONS = 400
+CHECKED_CALLS = 3  # timed calls of the candidate whose outputs the judge reads, chosen after the fact
+TIMED_SEED_OFFSET = 10_000
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)", re.MULTILINE)
 
 
-def find_ncu() -> str | None:
+def find_tool_path(name: str) -> str | None:
     from workbench.evaluate.toolchain import find_tool
 
-    path = find_tool("ncu")
+    path = find_tool(name)
     return str(path) if path else None
 
 
@@ -85,12 +111,22 @@ def child_argv() -> list[str]:
     return [sys.executable, "-m", "workbench.evaluate.child"]
 
 
+def judge_argv() -> list[str]:
+    return [sys.executable, "-m", "workbench.evaluate.judge"]
+
+
 def worker_argv() -> list[str]:
     return [sys.executable, "-m", "workbench.evaluate.worker"]
 
 
-def _failure(status: str, what: str, reply) -> dict:
-    """A stage dict for a child that gave no reply: timed out, crashed, or exited."""
+def _failure(status: str, what: str, reply: Reply) -> dict:
+    """A stage dict for a child that gave no reply: timed out, crashed, exited, or forged its reply."""
+    if reply.forged:
+        return {
+            "status": "tampered",
+            "message": f"{what}: a line that does not answer the request came back on the harness's channel: "
+            "the candidate wrote to it",
+        }
     if reply.timed_out:
         message = f"{what}: no answer within the time limit; the candidate's process group was killed"
     else:
@@ -100,104 +136,337 @@ def _failure(status: str, what: str, reply) -> dict:
     return {"status": "timeout" if reply.timed_out else status, "message": message}
 
 
+class StageFailed(Exception):
+    """A stage ends early with this stage dict."""
+
+    def __init__(self, stage: dict) -> None:
+        super().__init__(stage.get("message", ""))
+        self.stage = stage
+
+
 class Session:
-    """The GPU stages of one candidate: its child, and its Nsight Compute run (started before it)."""
+    """The GPU tiers of one candidate: its runner, the shared judge, its tool processes."""
 
     def __init__(self, worker: Worker, request: dict) -> None:
         self.worker = worker
         self.library = request["library"]
         self.spec = request["spec"]
+        self.device = self.spec.get("device", "cuda")
         kernels = request.get("kernels")
         if kernels is None:
             kernels = module_kernels(self.library, request.get("sass_path"))
         self.kernels: list[str] | None = None if kernels is None else list(kernels)
+        self.own = None if self.kernels is None else set(self.kernels)
         self.stages = list(request.get("stages") or GPU_STAGES)
         self.timeouts = {**DEFAULT_TIMEOUTS, **(request.get("timeouts") or {})}
-        self.child: Child | None = None
+        self.sanitize = bool(request.get("sanitize", True)) and self.device != "cpu"
+        self.pace = {"warmup_s": WARMUP_S, "timed_s": TIMED_S, **(request.get("pace") or {})}
+        self.runner: Child | None = None
         self.failed: dict | None = None
-        self.device: str | None = None
+        self.device_name: str | None = None
         self.trace_method: str | None = None
+        self.exports: dict = {}
+        self.notes: list[str] = []
+        self.call_s = self.timeouts["call_floor_s"]
         self.profiler: ProfiledProcess | None = None
+        self.sanitizer: SanitizedProcess | None = None
+        self.timed_calls: list[list] | None = None
+        self.source = self._source()
+
+    def _source(self) -> str | None:
+        """The candidate's source beside its library in the build cache, to quote its faulting line."""
+        path = Path(self.library).with_name("kernel.cu")
+        try:
+            return path.read_text(errors="replace")
+        except OSError:
+            return None
 
     @property
-    def profile_axes(self) -> dict:
-        """The axes of the workload ncu profiles: the spec's smallest one, else the evaluated one."""
-        return (self.spec.get("profile") or {}).get("axes") or self.spec["axes"]
+    def smallest_spec(self) -> dict:
+        smallest = self.spec.get("smallest") or {}
+        return {
+            **self.spec,
+            "axes": smallest.get("axes") or self.spec["axes"],
+            "flops": smallest.get("flops"),
+        }
+
+    # ------------------------------------------------------------------ start
 
     def begin(self) -> dict:
-        child = self.worker.take_child()
-        self.child = child
-        if "dynamic" in self.stages and self.kernels and self.worker.ncu:
-            # The profiled process loads the module and makes its inputs while correctness runs.
-            self.profiler = self.worker.take_profiler(self.spec.get("target", ""))
-            self.profiler.submit(self.library, {**self.spec, "axes": self.profile_axes})
-        ready = child.receive(self.timeouts["start_s"])
+        worker = self.worker
+        self.runner = worker.take_runner(self.device)
+        if "dynamic" in self.stages and self.kernels and worker.ncu and self.device != "cpu":
+            # The profiled process loads the candidate and makes the timed workload's inputs meanwhile.
+            self.profiler = worker.take_profiler(self.spec.get("target", ""))
+            self.profiler.submit(self.library, self.spec)
+        if self.sanitize and "correctness" in self.stages and worker.sanitizer_tool:
+            self.sanitizer = worker.take_sanitizer()
+            self.sanitizer.submit(self.library, self.smallest_spec)
+        ready = self.runner.receive(self.timeouts["start_s"])
         if not ready.ok:
-            self.failed = {
-                "status": "infrastructure_error",
-                "message": f"the GPU child did not start: {ready.exit_description}"
+            return self._begin_failed(
+                "infrastructure_error",
+                f"the GPU child did not start: {ready.exit_description}"
                 + (f" ({ready.evidence})" if ready.evidence else ""),
-            }
-            return {"ok": False, **self.failed}
-        self.device = ready.data.get("device")
+            )
+        self.device_name = ready.data.get("device")
         self.trace_method = ready.data.get("trace")
-        loaded = child.request(
-            {"cmd": "load", "library": self.library, "kernels": self.kernels, "spec": self.spec},
-            self.timeouts["correctness_s"],
+        if ready.data.get("trace_note"):
+            self.notes.append(ready.data["trace_note"])
+        judged = worker.judge_request(
+            self.device, {"cmd": "setup", "spec": self.spec}, self.timeouts["start_s"]
         )
-        if not loaded.ok:
+        if judged.get("error"):
+            return self._begin_failed("infrastructure_error", f"the judge: {judged['error']}")
+        timed = worker.judge_request(self.device, {"cmd": "baseline_ms"}, self.timeouts["start_s"])
+        baseline_ms = float(timed.get("ms") or 0.0)
+        if "call_s" in self.timeouts:
+            self.call_s = float(self.timeouts["call_s"])
+        else:
+            self.call_s = max(self.timeouts["call_floor_s"], self.timeouts["call_factor"] * baseline_ms / 1e3)
+        loaded = self.runner.request(
+            {
+                "cmd": "load",
+                "library": self.library,
+                "kernels": self.kernels,
+                "spec": self.spec,
+                "timing": "timing" in self.stages,
+            },
+            self.timeouts["start_s"] + self.call_s,
+        )
+        if not loaded.ok or loaded.forged:
             self.failed = _failure("runtime_error", "loading the library", loaded)
-        elif not loaded.data.get("ok"):
+        elif loaded.data.get("failed"):
             self.failed = {
                 "status": "runtime_error",
-                "message": f"loading the library: {loaded.data.get('error')}",
+                "message": f"loading the library: {loaded.data['failed']}",
             }
+        else:
+            self.exports = loaded.data["exports"]
+            self.notes += loaded.data.get("notes") or []
         return {
             "ok": self.failed is None,
-            "device": self.device,
+            "device": self.device_name,
             "trace": self.trace_method,
+            "call_limit_s": self.call_s,
             **(self.failed or {}),
         }
 
+    def _begin_failed(self, status: str, message: str) -> dict:
+        self.failed = {"status": status, "message": message}
+        return {"ok": False, **self.failed}
+
+    # ------------------------------------------------------------------ helpers
+
+    def _runner(self, message: dict, what: str, timeout_s: float | None = None) -> dict:
+        """A runner request whose failure ends the stage; its reply's data."""
+        assert self.runner is not None
+        reply = self.runner.request(message, timeout_s or self.call_s)
+        if not reply.ok or reply.forged:
+            raise StageFailed(_failure("runtime_error", what, reply))
+        data = reply.data or {}
+        if data.get("failed"):
+            raise StageFailed({"status": "runtime_error", "message": f"{what}: {data['failed']}"})
+        if data.get("error"):
+            raise StageFailed({"status": "infrastructure_error", "message": f"{what}: {data['error']}"})
+        if data.get("changed"):
+            raise StageFailed(
+                {
+                    "status": "tampered",
+                    "message": f"{what}: the harness in the candidate's process changed during the call "
+                    f"({', '.join(data['changed'][:3])})",
+                }
+            )
+        return data
+
+    def _judge(self, message: dict) -> dict:
+        """A judge request made while the runner is stopped, so nothing in it runs while the judge reads."""
+        assert self.runner is not None
+        self.runner.pause()
+        try:
+            reply = self.worker.judge_request(
+                self.device, message, self.timeouts["start_s"] + 10 * self.call_s
+            )
+        finally:
+            self.runner.resume()
+        if reply.get("unreadable"):
+            raise StageFailed(
+                {"status": "tampered", "message": f"the candidate's buffers: {reply['unreadable']}"}
+            )
+        if reply.get("error"):
+            raise StageFailed({"status": "infrastructure_error", "message": f"the judge: {reply['error']}"})
+        return reply
+
+    # ------------------------------------------------------------------ stages
+
     def stage(self, name: str, request: dict) -> dict:
         started = time.perf_counter()
-        result = self._stage(name, request)
+        if self.failed is not None:
+            result = dict(self.failed)
+        elif name == "correctness":
+            result = self._correctness(int(request.get("trials", 3)))
+        elif name == "timing":
+            result = self._timing(int(request.get("warmup", 10)), int(request.get("iterations", 50)))
+        elif name == "dynamic":
+            result = self._dynamic()
+        else:
+            result = {"status": "infrastructure_error", "message": f"unknown stage {name!r}"}
         result.setdefault("duration_s", time.perf_counter() - started)
         return result
 
-    def _stage(self, name: str, request: dict) -> dict:
-        if self.failed is not None:
-            return dict(self.failed)
-        assert self.child is not None
-        if name == "correctness":
-            reply = self.child.request(
-                {"cmd": "correctness", "trials": int(request.get("trials", 3))},
-                self.timeouts["correctness_s"],
+    def _correctness(self, trials: int) -> dict:
+        stage: dict = {
+            "status": "passed",
+            "message": "",
+            "atol": float(self.spec.get("atol", 1e-2)),
+            "rtol": float(self.spec.get("rtol", 1e-2)),
+            "trials": [],
+        }
+        if self.sanitizer is not None:
+            self.sanitizer.go()  # memcheck's call runs beside the trials
+        base_seed = int(self.spec["seed"])
+        worst_abs = worst_rel = 0.0
+        try:
+            for number in range(trials + 1):
+                fresh = number == trials
+                name = "fresh" if fresh else "same"
+                seed = base_seed + number
+                label = "the fresh-address trial" if fresh else f"trial {number + 1}"
+                self._runner({"cmd": "prepare", "set": name, "seed": seed}, f"{label}: preparing inputs")
+                snap = self._judge({"cmd": "snapshot", "exports": self.exports[name], "seed": seed})
+                if not snap.get("ok"):
+                    raise StageFailed(
+                        {
+                            "status": "tampered",
+                            "message": f"{label}: input(s) {', '.join(snap.get('mismatched', []))} do not hold the "
+                            f"values seed {seed} draws: the harness that fills them was changed",
+                        }
+                    )
+                called = self._runner({"cmd": "call", "set": name}, f"{label} (seed {seed})")
+                problem = call_problem(attribute(called.get("trace") or {}), self.own)
+                if problem is not None:
+                    raise StageFailed(
+                        {"status": problem[0], "message": f"{label} (seed {seed}): {problem[1]}"}
+                    )
+                trial = self._judge(
+                    {"cmd": "check", "exports": self.exports[name], "seed": seed, "fresh": fresh}
+                )["trial"]
+                status, message = trial.pop("status"), trial.pop("message")
+                stage["trials"].append(trial)
+                for check in trial["outputs"].values():
+                    worst_abs = max(worst_abs, check.get("max_abs_error") or 0.0)
+                    worst_rel = max(worst_rel, check.get("max_rel_error") or 0.0)
+                if status != "passed":
+                    raise StageFailed({"status": status, "message": f"{label} (seed {seed}): {message}"})
+        except StageFailed as failed:
+            stage.update(failed.stage)
+        gate = self._gate(stage["status"])
+        if gate is not None:
+            if stage["status"] == "passed":
+                stage["status"], stage["message"] = "runtime_error", gate
+            else:
+                stage["message"] += f" | {gate}"
+        elif stage["status"] == "passed":
+            stage["message"] = (
+                f"{trials} trials + 1 at fresh addresses passed; max abs error {worst_abs:.3g}, max rel error "
+                f"{worst_rel:.3g} (where abs > atol)"
             )
-            return reply.data["stage"] if reply.ok else _failure("runtime_error", "correctness", reply)
-        if name == "timing":
-            reply = self.child.request(
-                {
-                    "cmd": "timing",
-                    "warmup": int(request.get("warmup", 10)),
-                    "iterations": int(request.get("iterations", 50)),
-                    "ceilings": self.worker.ceilings,
-                },
-                self.timeouts["timing_s"],
+            if self.sanitizer is not None:
+                stage["message"] += "; memcheck clean at the smallest workload"
+        return stage
+
+    def _gate(self, status: str) -> str | None:
+        """memcheck's finding for the call at the smallest workload, or None. With the gate off, it runs
+        now for a call that crashed or hung, to explain it."""
+        tool = self.sanitizer
+        if (
+            tool is None
+            and status in ("runtime_error", "timeout")
+            and self.worker.sanitizer_tool
+            and self.device != "cpu"
+        ):
+            tool = self.sanitizer = self.worker.take_sanitizer()
+            tool.submit(self.library, self.smallest_spec)
+            tool.go()
+        if tool is None:
+            return None
+        # A hang here hangs under memcheck too: give it no more than the call had.
+        limit = self.call_s if status == "timeout" else self.timeouts["sanitize_s"]
+        if not tool.wait(limit):
+            return None if status == "timeout" else f"memcheck gave no answer within {limit:g} s (not judged)"
+        return memcheck_message(tool.report(), self.source, self.smallest_spec["axes"])
+
+    def _timing(self, warmup: int, iterations: int) -> dict:
+        entrants: list[str] = ["candidate"]
+        try:
+            started = self._runner({"cmd": "tstart"}, "timing")
+            names = {str(i): name for i, name in enumerate(started.get("baselines") or [])}
+            entrants += list(names)
+            walls: dict[str, list[float]] = {e: [] for e in entrants}
+            base = int(self.spec["seed"]) + TIMED_SEED_OFFSET
+            calls = 0
+
+            def one_call(entrant: str, keep: bool) -> float:
+                nonlocal calls
+                seed = base + calls
+                calls += 1
+                self._runner({"cmd": "tprep", "entrant": entrant, "seed": seed}, "timing: preparing a call")
+                began = time.perf_counter()
+                self._runner(
+                    {"cmd": "tgo", "entrant": entrant}, f"timed call of {names.get(entrant, entrant)}"
+                )
+                wall_ms = (time.perf_counter() - began) * 1e3
+                if keep:
+                    walls[entrant].append(wall_ms)
+                return seed
+
+            def one_round(number: int, keep: bool) -> int:
+                order = entrants if number % 2 == 0 else entrants[::-1]
+                seeds = {entrant: one_call(entrant, keep) for entrant in order}
+                return seeds["candidate"]
+
+            rounds = 0
+            warm_started = time.perf_counter()
+            while rounds < warmup or rounds % 2 or time.perf_counter() - warm_started < self.pace["warmup_s"]:
+                one_round(rounds, keep=False)
+                rounds += 1
+            per_round = (time.perf_counter() - warm_started) / rounds
+            count = timed_iterations(iterations, per_round, self.pace["timed_s"], MAX_ITERATIONS)
+            self._runner({"cmd": "tstart"}, "timing")  # the warm-up's records are not kept
+            checked_at = set(secrets.SystemRandom().sample(range(count), min(CHECKED_CALLS, count)))
+            checked: list[dict] = []
+            for number in range(count):
+                seed = one_round(rounds + number, keep=True)
+                if number in checked_at:
+                    reply = self._judge({"cmd": "check_timed", "exports": self.exports["same"], "seed": seed})
+                    trial = reply["trial"]
+                    trial["timed_call"] = number + 1
+                    checked.append(trial)
+            ended = self._runner({"cmd": "tend"}, "timing: collecting the trace", self.call_s + 60)
+        except StageFailed as failed:
+            return {**failed.stage, "method": self.trace_method}
+        trace = attribute(ended.get("trace") or {})
+        stage = timing_stage(trace, walls, names, self.spec, self.own, self.device_name)
+        stage.update(warmup=rounds, l2_flush_bytes=ended.get("l2_flush_bytes"))
+        stage["checked_calls"] = [
+            {key: trial[key] for key in ("seed", "passed", "fresh_addresses", "outputs")} for trial in checked
+        ]
+        bad = next((trial for trial in checked if trial["status"] != "passed"), None)
+        if bad is not None and stage["status"] == "passed":
+            stage["status"] = bad["status"]
+            stage["message"] = (
+                f"timed call {bad['timed_call']} of {count} (seed {bad['seed']}), read after the fact: "
+                f"{bad['message']}: the kernel answers differently when it is timed"
             )
-            if not reply.ok:
-                return _failure("runtime_error", "timing", reply)
-            if reply.data.get("ceilings"):
-                self.worker.ceilings = reply.data["ceilings"]
-            return reply.data["stage"]
-        if name == "dynamic":
-            return self._dynamic()
-        return {"status": "infrastructure_error", "message": f"unknown stage {name!r}"}
+        self.timed_calls = [window.kernels for window in trace.labelled("call:candidate")]
+        for note in self.notes:
+            if stage.get("message"):
+                stage["message"] += f" [{note}]"
+        return stage
 
     def _dynamic(self) -> dict:
-        profile = self.spec.get("profile") or {}
-        base = {"tool": None, "workload_axes": self.profile_axes}
-        if self.worker.ncu is None:
+        base = {"tool": None, "workload_axes": self.spec["axes"]}
+        if self.worker.ncu is None or self.device == "cpu":
             return {
                 **base,
                 "status": "not_run",
@@ -243,34 +512,43 @@ class Session:
             launches,
             self.spec.get("families") or {},
             self.spec.get("required_family", ""),
-            profile.get("flops") or self.spec.get("flops"),
+            self.spec.get("flops"),
             self.spec.get("target", ""),
-            set(self.kernels),
+            self.own,
         )
-        # Where the tier's time goes (ncu and its process started before this candidate).
         stage["message"] += f" [ncu finished {waited_s:.1f} s after the go signal]"
+        if self.timed_calls:
+            disagreement = agreement(launches, self.timed_calls, self.own)
+            if disagreement is not None:
+                stage["status"], stage["message"] = "profile_mismatch", disagreement[0]
+        elif stage["status"] == "passed":
+            stage["message"] += " (no timed calls to check the profiled kernels against)"
         return {**base, **stage}
 
     def end(self) -> None:
-        if self.child is not None:
-            # Killed, not asked to exit: it holds nothing worth a graceful shutdown, and CUDA and
-            # CUPTI teardown in an orderly exit took seconds on the H200.
-            self.child.close()
-        if self.profiler is not None:
-            self.profiler.close()
+        if self.runner is not None:
+            # Killed, not asked to exit: it holds nothing worth a graceful shutdown.
+            self.runner.close()
+        self.worker.judge_request(self.device, {"cmd": "release"}, 60)
+        for tool in (self.profiler, self.sanitizer):
+            if tool is not None:
+                tool.close()
 
 
 class Worker:
-    """Serves requests; caches this device's measured ceilings; keeps one spare child warm."""
+    """Serves requests; keeps the judge and one spare of each candidate process warm."""
 
     def __init__(self, out) -> None:
         self.out = out
-        self.ceilings: dict | None = None
         self.session: Session | None = None
-        self.spare: Child | None = None
+        self.spare: tuple[str, Child] | None = None
+        self.judges: dict[str, Child] = {}
         self.spare_profiler: ProfiledProcess | None = None
+        self.spare_sanitizer: SanitizedProcess | None = None
         self.target: str | None = None  # the last candidate's: the next is most likely the same
-        self.ncu = find_ncu()
+        self.device = "cuda"
+        self.ncu = find_tool_path("ncu")
+        self.sanitizer_tool = find_tool_path("compute-sanitizer")
         self._ncu_version: str | None = None
 
     def ncu_version(self) -> str:
@@ -280,13 +558,34 @@ class Worker:
             self._ncu_version = tool_version("ncu") or "unknown"
         return self._ncu_version
 
-    def take_child(self) -> Child:
-        child, self.spare = self.spare, None
-        if child is None or not child.alive():
-            if child is not None:
-                child.close()
-            child = Child(child_argv())
-        return child
+    def take_runner(self, device: str) -> Child:
+        spare, self.spare = self.spare, None
+        if spare is not None and spare[0] == device and spare[1].alive():
+            return spare[1]
+        if spare is not None:
+            spare[1].close()
+        return Child(child_argv(), env={"PTXWB_DEVICE": device})
+
+    def judge_request(self, device: str, message: dict, timeout_s: float) -> dict:
+        """A request to this device's judge (started on first use, restarted if it died)."""
+        judge = self.judges.get(device)
+        if judge is None or not judge.alive():
+            judge = Child(judge_argv(), env={"PTXWB_DEVICE": device})
+            ready = judge.receive(DEFAULT_TIMEOUTS["start_s"])
+            if not ready.ok:
+                judge.close()
+                return {
+                    "error": f"the judge did not start: {ready.exit_description} {ready.evidence}".strip()
+                }
+            self.judges[device] = judge
+        reply = judge.request(message, timeout_s)
+        if not reply.ok:
+            judge.close()
+            self.judges.pop(device, None)
+            return {
+                "error": f"the judge {reply.exit_description or 'gave no answer'} {reply.evidence}".strip()
+            }
+        return reply.data or {}
 
     def take_profiler(self, target: str) -> ProfiledProcess:
         """The spare ncu run when it was started for this target and is still waiting, else a new one."""
@@ -298,13 +597,25 @@ class Worker:
         assert self.ncu is not None
         return profiler or ProfiledProcess(self.ncu, target, child_argv())
 
-    def warm_spare(self) -> None:
+    def take_sanitizer(self) -> SanitizedProcess:
+        sanitizer, self.spare_sanitizer = self.spare_sanitizer, None
+        if sanitizer is not None and not sanitizer.alive():
+            sanitizer.close()
+            sanitizer = None
+        assert self.sanitizer_tool is not None
+        return sanitizer or SanitizedProcess(self.sanitizer_tool, child_argv())
+
+    def warm_spare(self, device: str) -> None:
         """Start the next candidate's processes now, between candidates, so their start-up is off the
-        clock: its child, and its ncu run for the target the last candidate had."""
+        clock: its runner, its ncu run for the last target, its memcheck run."""
         if self.spare is None:
-            self.spare = Child(child_argv())
+            self.spare = (device, Child(child_argv(), env={"PTXWB_DEVICE": device}))
+        if device == "cpu":
+            return
         if self.spare_profiler is None and self.ncu and self.target:
             self.spare_profiler = ProfiledProcess(self.ncu, self.target, child_argv())
+        if self.spare_sanitizer is None and self.sanitizer_tool:
+            self.spare_sanitizer = SanitizedProcess(self.sanitizer_tool, child_argv())
 
     def reply(self, request: dict, message: dict) -> None:
         if "id" in request:
@@ -325,6 +636,7 @@ class Worker:
                     "python": sys.version.split()[0],
                     "gpus": list_gpus(),
                     "ncu": self.ncu,
+                    "sanitizer": self.sanitizer_tool,
                 },
             )
         elif op == "build":
@@ -354,10 +666,11 @@ class Worker:
 
     def _end_session(self, warm: bool) -> None:
         if self.session is not None:
+            device = self.session.device
             self.session.end()
             self.session = None
             if warm:
-                self.warm_spare()
+                self.warm_spare(device)
 
     def _evaluate(self, request: dict) -> None:
         """All requested GPU stages of one library in one request, with progress events."""
@@ -365,7 +678,7 @@ class Worker:
         session = self.session = Session(self, request)
         begun = session.begin()
         stages: dict[str, dict] = {}
-        for name in session.stages:
+        for name in [s for s in GPU_STAGES if s in session.stages]:
             self.reply(request, {"type": "progress", "stage": name, "state": "started"})
             result = session.stage(name, request)
             stages[name] = result
@@ -379,8 +692,8 @@ class Worker:
                     "message": result.get("message", ""),
                 },
             )
-            if result.get("status") not in ("passed", "not_run"):
-                break
+            if name == "correctness" and result.get("status") not in ("passed", "not_run"):
+                break  # a failed correctness stops timing and the dynamic tier
         self._end_session(warm=bool(request.get("warm", True)))
         self.reply(
             request,
@@ -390,11 +703,15 @@ class Worker:
     def close(self) -> None:
         self._end_session(warm=False)
         if self.spare is not None:
-            self.spare.close()
+            self.spare[1].close()
             self.spare = None
-        if self.spare_profiler is not None:
-            self.spare_profiler.close()
-            self.spare_profiler = None
+        for judge in self.judges.values():
+            judge.close()
+        self.judges.clear()
+        for tool in (self.spare_profiler, self.spare_sanitizer):
+            if tool is not None:
+                tool.close()
+        self.spare_profiler = self.spare_sanitizer = None
 
 
 def remote_build(request: dict) -> dict:

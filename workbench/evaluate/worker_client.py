@@ -91,13 +91,12 @@ class WorkerClient:
         stages: Sequence[str] = GPU_STAGES,
         timeouts: dict[str, float] | None = None,
         on_progress: Callable[[dict], None] | None = None,
-        **settings: int,
+        **settings: object,
     ) -> dict:
         """The GPU tiers of an already built library in one request (no ban scan, no static tier):
         `{"stages": {name: stage dict}, "device", "trace"}`. For tests, benchmarks and bare GPU hosts."""
         await self.start()
-        stage_limits = {name: s for name, s in DEFAULT_TIMEOUTS.items() if name != "start_s"}
-        limits = {**stage_limits, **(timeouts or {})}
+        limits = {**DEFAULT_TIMEOUTS, **(timeouts or {})}
         return await self.request(
             {
                 "op": "evaluate",
@@ -108,7 +107,7 @@ class WorkerClient:
                 "timeouts": limits,
                 **settings,
             },
-            timeout_s=sum(limits.values()) + 300,
+            timeout_s=limits["start_s"] + limits["dynamic_s"] + limits["sanitize_s"] + 1800,
             on_progress=on_progress,
         )
 

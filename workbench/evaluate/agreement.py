@@ -1,0 +1,98 @@
+"""Do the profiled call and the timed calls show the same kernels?
+
+The dynamic proof comes from one call under Nsight Compute in its own process; the speed from calls
+timed in the runner. A candidate that takes another path when it is profiled (it looked for the
+profiler, or it keys on something that differs) must not keep the proof of the path it did not time:
+- every timed call must launch exactly the kernels the profiled call launched, with the same grid,
+  block, registers and shared memory (ncu's LaunchStats against CUPTI's records);
+- the profiled call's GPU time must be close to the timed calls' (same kernels, same workload, caches
+  flushed in both): a profiled path much faster or slower than the timed one is another path.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+
+from workbench.evaluate.trace_checks import Kernel
+
+# The profiled call's kernel time over the timed calls' median may lie within this factor either way.
+# Measured on the H200 for the reference kernels (benchmarks/results/): see DURATION_NOTE.
+DURATION_FACTOR = 1.5
+DURATION_NOTE = "profiled / timed kernel time within 1/1.5 to 1.5"
+
+
+def _product(dims: tuple[int, int, int] | list[int]) -> int:
+    return math.prod(int(d) for d in dims)
+
+
+def profiled_signature(launches: list[dict]) -> Counter:
+    """The multiset of (name, grid size, block size, registers, dynamic smem, static smem) ncu saw."""
+    keys = ("grid", "block", "registers", "dynamic_smem", "static_smem")
+    return Counter(
+        (launch["name"], *(launch.get("launch", {}).get(key) for key in keys)) for launch in launches
+    )
+
+
+def timed_signature(kernels: list[Kernel]) -> Counter:
+    return Counter(
+        (k.name, _product(k.grid), _product(k.block), k.registers, k.dynamic_smem, k.static_smem)
+        for k in kernels
+    )
+
+
+def _comparable(profiled: Counter, timed: Counter) -> tuple[Counter, Counter]:
+    """Both signatures reduced to the fields ncu reported (a field it did not print is not compared)."""
+    reported = [i for i in range(1, 6) if all(key[i] is not None for key in profiled)]
+
+    def reduce(signature: Counter) -> Counter:
+        return Counter({(key[0], *(key[i] for i in reported)): n for key, n in signature.items()})
+
+    return reduce(profiled), reduce(timed)
+
+
+def _describe(signature: Counter) -> str:
+    parts = [f"{n}x {key[0]}{list(key[1:])}" for key, n in sorted(signature.items())]
+    return "; ".join(parts[:3]) + (" ..." if len(parts) > 3 else "")
+
+
+def agreement(
+    profiled: list[dict], timed_calls: list[list[Kernel]], own: set[str] | None
+) -> tuple[str, dict] | None:
+    """(message, figures) when the profiled call disagrees with the timed calls; None when they agree.
+    `profiled` are ncu's launches of the candidate's own kernels; `timed_calls` each timed call's
+    own kernels from CUPTI."""
+    if own is not None:
+        profiled = [launch for launch in profiled if launch["name"] in own]
+        timed_calls = [[k for k in call if k.name in own] for call in timed_calls]
+    if not timed_calls:
+        return None
+    wanted = profiled_signature(profiled)
+    for number, call in enumerate(timed_calls):
+        want, got = _comparable(wanted, timed_signature(call))
+        if want != got:
+            return (
+                (
+                    f"timed call {number + 1} launched {_describe(got)}, the profiled call {_describe(want)}: the kernels "
+                    "the dynamic tier proved are not the kernels that were timed"
+                ),
+                {"profiled_launches": _describe(want), "timed_launches": _describe(got)},
+            )
+    profiled_ns = [launch["time_ns"] for launch in profiled if launch.get("time_ns")]
+    if len(profiled_ns) != len(profiled) or not profiled:
+        return None
+    profiled_ms = sum(profiled_ns) / 1e6
+    timed_ms = statistics.median(sum(k.end - k.start for k in call) / 1e6 for call in timed_calls)
+    figures = {"profiled_ms": profiled_ms, "timed_ms": timed_ms}
+    if timed_ms > 0 and not (1 / DURATION_FACTOR <= profiled_ms / timed_ms <= DURATION_FACTOR):
+        return (
+            (
+                f"the profiled call's kernels ran {profiled_ms:.4g} ms, the timed calls' {timed_ms:.4g} ms median "
+                f"(allowed: {DURATION_NOTE}): the profiled run took another path"
+            ),
+            figures,
+        )
+    return None

@@ -1,0 +1,225 @@
+"""The judge: `python -m workbench.evaluate.judge`, a process no candidate ever runs in.
+
+The worker starts one and keeps it across candidates. For each candidate it copies the inputs and
+outputs out of the candidate's process (`exchange.py`) while that process is stopped, runs the task's
+reference on its own copy of what the candidate was given, after the candidate's call, and compares.
+The reference's results live only here, in another CUDA context, so no candidate can reach them.
+
+Requests (JSON lines on the private pipes `isolation.py` sets up; replies echo `nonce`):
+- `setup {spec}` -> `{ok}`: the candidate's task and workload
+- `snapshot {exports, seed}` -> `{ok, mismatched}`: copy the inputs before a call; check that the random
+  ones hold exactly the values `seed` draws (the runner filled them)
+- `check {exports, seed, fresh}` -> `{trial}`: copy inputs and outputs after the call, compare the inputs
+  with the snapshot, the outputs with the reference run on the snapshot
+- `check_timed {exports, seed}` -> `{trial}`: the same for a timed call, whose inputs the judge redraws
+  from its seed (the flash-attention forward for derived ones) instead of a snapshot
+- `baseline_ms {}` -> `{ms}`: the primary baseline's time here (sets the candidate's time limits)
+- `release {}` -> `{ok}`
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import ClassVar
+
+import torch
+
+from workbench.evaluate.correctness import PASSED, bits, changed_inputs, compare_output, same_kind
+from workbench.evaluate.exchange import ExchangeError, Importer
+from workbench.evaluate.inputs import (
+    DTYPES,
+    compile_reference,
+    derive,
+    random_inputs,
+    run_reference,
+    scalar_inputs,
+    shape_of,
+)
+from workbench.evaluate.isolation import ChildChannel
+
+DERIVED_ATOL = 1e-3  # the fast forward of a timed call, redrawn here: the same kernels on the same inputs
+
+
+class Judge:
+    def __init__(self, channel: ChildChannel, device: str) -> None:
+        self.channel = channel
+        self.device = device
+        self.importer = Importer(device)
+        self.spec: dict = {}
+        self.reference = None
+        self.snapshot_inputs: dict[str, torch.Tensor] | None = None
+        self.baseline_cache: dict[tuple, float] = {}
+
+    def _input_meta(self) -> dict[str, tuple[list[int], torch.dtype]]:
+        definition, axes = self.spec["definition"], self.spec["axes"]
+        scalars = scalar_inputs(self.spec)
+        return {
+            name: (shape_of(t, axes), DTYPES[t["dtype"]])
+            for name, t in definition["inputs"].items()
+            if name not in scalars
+        }
+
+    def _output_meta(self) -> dict[str, tuple[list[int], torch.dtype]]:
+        definition, axes = self.spec["definition"], self.spec["axes"]
+        return {name: (shape_of(t, axes), DTYPES[t["dtype"]]) for name, t in definition["outputs"].items()}
+
+    def _copy(self, exports: dict, meta: dict[str, tuple[list[int], torch.dtype]]) -> dict[str, torch.Tensor]:
+        return {
+            name: self.importer.copy(exports[name], shape, dtype) for name, (shape, dtype) in meta.items()
+        }
+
+    # ------------------------------------------------------------------ requests
+
+    def setup(self, request: dict) -> dict:
+        self.release({})
+        self.spec = request["spec"]
+        self.reference = compile_reference(self.spec["definition"]["reference"])
+        return {"ok": True}
+
+    def snapshot(self, request: dict) -> dict:
+        copied = self._copy(request["exports"]["inputs"], self._input_meta())
+        drawn = random_inputs(self.spec, int(request["seed"]), self.device)
+        mismatched = [
+            name for name, value in drawn.items() if not torch.equal(bits(value), bits(copied[name]))
+        ]
+        self.snapshot_inputs = copied
+        return {"ok": not mismatched, "mismatched": mismatched}
+
+    def check(self, request: dict) -> dict:
+        if self.snapshot_inputs is None:
+            return {"error": "no snapshot of the inputs was taken before this call"}
+        before = self.snapshot_inputs
+        self.snapshot_inputs = None
+        return {"trial": self._judge(request, before, fresh=bool(request.get("fresh")))}
+
+    def check_timed(self, request: dict) -> dict:
+        seed = int(request["seed"])
+        drawn: dict[str, object] = {**random_inputs(self.spec, seed, self.device), **scalar_inputs(self.spec)}
+        drawn.update(derive(self.spec, drawn, fast=True))
+        expected_inputs = {name: drawn[name] for name in self._input_meta()}
+        return {"trial": self._judge(request, expected_inputs, fresh=False, derived_atol=DERIVED_ATOL)}
+
+    def _judge(
+        self, request: dict, before: dict[str, torch.Tensor], fresh: bool, derived_atol: float | None = None
+    ) -> dict:
+        """One call's trial: its inputs after the call against `before`, its outputs against the
+        reference run on `before`."""
+        seed = int(request["seed"])
+        exports = request["exports"]
+        after = self._copy(exports["inputs"], self._input_meta())
+        got = self._copy(exports["outputs"], self._output_meta())
+        trial: dict = {"seed": seed, "passed": False, "fresh_addresses": fresh, "outputs": {}}
+        derived = set(self.spec.get("derived_inputs") or []) if derived_atol is not None else set()
+        exact = [name for name in before if name not in derived]
+        modified = changed_inputs(exact, [before[n] for n in exact], [after[n] for n in exact])
+        modified += [
+            name
+            for name in derived
+            if not torch.allclose(before[name].float(), after[name].float(), atol=derived_atol, rtol=0)
+        ]
+        if modified:
+            trial.update(status="inputs_modified", message=f"the call changed input(s) {', '.join(modified)}")
+            return trial
+        arguments = {**before, **scalar_inputs(self.spec)}
+        if derived:  # a timed call is judged on what it was given, derived values included
+            arguments.update({name: after[name] for name in derived})
+        ordered = [arguments[name] for name in self.spec["definition"]["inputs"]]
+        atol, rtol = float(self.spec.get("atol", 1e-2)), float(self.spec.get("rtol", 1e-2))
+        with torch.no_grad():
+            expected = run_reference(self.reference, self.spec["definition"], self.spec["axes"], ordered)
+        status, message = PASSED, ""
+        for (name, actual), want in zip(got.items(), expected, strict=True):
+            want = want.to(actual.dtype) if want.dtype != actual.dtype and same_kind(want, actual) else want
+            out_status, check = compare_output(name, actual, want, atol, rtol)
+            trial["outputs"][name] = check
+            if out_status != PASSED and status == PASSED:
+                status, message = out_status, f"output {name}: {check.get('reason', '')}"
+        trial.update(status=status, message=message, passed=status == PASSED)
+        return trial
+
+    def baseline_ms(self, request: dict) -> dict:
+        """Median of five calls of the primary baseline here (events), cached per task and workload."""
+        key = (self.spec["task"], self.spec["workload_uuid"])
+        if key not in self.baseline_cache:
+            self.baseline_cache[key] = _time_primary_baseline(self.spec, self.device)
+        return {"ms": self.baseline_cache[key]}
+
+    def release(self, request: dict) -> dict:
+        self.snapshot_inputs = None
+        self.importer.release()
+        if self.device != "cpu":
+            torch.cuda.empty_cache()
+        return {"ok": True}
+
+    HANDLERS: ClassVar[dict] = {
+        "setup": setup,
+        "snapshot": snapshot,
+        "check": check,
+        "check_timed": check_timed,
+        "baseline_ms": baseline_ms,
+        "release": release,
+    }
+
+    def serve(self) -> int:
+        while True:
+            request = self.channel.read()
+            if request is None or request.get("cmd") == "exit":
+                return 0
+            nonce = request.get("nonce")
+            handler = self.HANDLERS.get(request.get("cmd"))
+            if handler is None:
+                self.channel.write({"nonce": nonce, "error": f"unknown command {request.get('cmd')!r}"})
+                continue
+            try:
+                reply = handler(self, request)
+            except ExchangeError as exc:
+                reply = {"unreadable": str(exc)}
+            except Exception as exc:  # noqa: BLE001 - a judge bug is an infrastructure error, said in one line
+                reply = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            self.channel.write({"nonce": nonce, **reply})
+
+
+def _time_primary_baseline(spec: dict, device: str) -> float:
+    from workbench.evaluate.baselines import make_baselines
+    from workbench.evaluate.inputs import fill_inputs
+
+    baselines, _ = make_baselines(spec, device)
+    if not baselines:
+        return 0.0
+    baseline = baselines[0]
+    fill_inputs(spec, baseline.inputs, int(spec["seed"]) + 700_000, fast=True)
+    times = []
+    for number in range(7):
+        baseline.prepare()
+        if device == "cpu":
+            started = time.perf_counter()
+            baseline.call()
+            elapsed = (time.perf_counter() - started) * 1e3
+        else:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            baseline.call()
+            end.record()
+            end.synchronize()
+            elapsed = start.elapsed_time(end)
+        baseline.clear()
+        if number >= 2:
+            times.append(elapsed)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main() -> None:
+    channel = ChildChannel()
+    device = os.environ.get("PTXWB_DEVICE", "cuda")
+    if device != "cpu":
+        torch.cuda.init()
+        torch.zeros(1, device=device)
+    channel.write({"type": "ready", "device": device, "pid": os.getpid()})
+    sys.exit(Judge(channel, device).serve())
+
+
+if __name__ == "__main__":
+    main()

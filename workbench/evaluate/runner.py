@@ -1,0 +1,278 @@
+"""The candidate's process: it loads one candidate, calls it when told, and hands back raw data only.
+
+Nothing here judges. The worker drives every call (so it can time each one from outside and choose, after
+the fact, which timed calls the judge reads); the judge copies the inputs and outputs out of this
+process's memory (`exchange.py`) while it is stopped; comparisons, statistics and statuses are made in
+processes the candidate never ran in. What must stay here: the launch itself, the fills of fresh inputs,
+the L2 flush, and the CUPTI collection. That code is fingerprinted (`fingerprint.py`) before the first
+call and checked after every call; and before the candidate's library is loaded the process closes its
+doors (`sandbox.py`): no ptrace, exec, new processes, writable files or sockets, and once the library is
+loaded no executable memory.
+
+Every buffer the candidate is given exists, filled and exported, before its library is loaded:
+- `same`: the trials' tensors (new values every trial, same addresses) and the timed calls' tensors;
+- `fresh`: a second set, at other addresses, for the trial that catches results cached by address;
+- each baseline's own inputs (never the candidate's values).
+
+Requests (JSON lines on the private pipes, each with a `nonce` that the reply echoes):
+- `load {library, kernels, spec, timing}` -> `{ok, exports, sandbox}`
+- `prepare {set, seed}` -> `{ok}`: fresh values into the set's inputs, poison into its outputs
+- `call {set}` -> `{done, changed?, trace}`: marker kernel, the call, a readback marker, synchronize
+- `tprep {entrant, seed}` -> `{armed}`: a timed call's fresh inputs, poisoned outputs, the L2 flush
+- `tgo {entrant}` -> `{done, changed?}`: the timed call and a synchronize
+- `tend {}` -> `{trace}`: the records of every timed call
+"""
+
+from __future__ import annotations
+
+# Everything the harness will ever import is imported before the sandbox forbids new executable
+# memory: a C extension imported later could not be mapped.
+import hashlib  # noqa: F401
+import json  # noqa: F401
+import secrets  # noqa: F401
+from typing import ClassVar
+
+import torch
+
+from workbench.evaluate import sandbox
+from workbench.evaluate.baselines import Baseline, input_buffers, make_baselines
+from workbench.evaluate.exchange import Exporter
+from workbench.evaluate.fingerprint import changes, fingerprint
+from workbench.evaluate.inputs import fill_inputs, fill_poison, make_outputs, scalar_inputs
+from workbench.evaluate.isolation import ChildChannel
+from workbench.evaluate.kernel_trace import KernelTrace, _Trace
+
+# Checked after every call: the code on the path of a call and its reply.
+HARNESS_MODULES = (
+    "workbench.evaluate.runner",
+    "workbench.evaluate.kernel_trace",
+    "workbench.evaluate.fingerprint",
+    "workbench.evaluate.isolation",
+    "json.encoder",
+)
+# Checked after each correctness call and at the end of timing as well (about 1000 functions: too many
+# for every timed call): the rest of the harness and the libraries it leans on.
+LIBRARY_MODULES = (
+    "workbench.evaluate.exchange",
+    "workbench.evaluate.inputs",
+    "workbench.evaluate.baselines",
+    "workbench.evaluate.sandbox",
+    "json",
+    "json.decoder",
+    "torch.cuda",
+    "torch.cuda.streams",
+    "cupti.cupti",
+)
+
+
+def l2_flush_bytes(device: str) -> int:
+    if device == "cpu":
+        return 0
+    l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 64 * 1024 * 1024)
+    return 2 * l2
+
+
+class TensorSet:
+    """Input and output tensors handed to the candidate, exported for the judge."""
+
+    def __init__(self, spec: dict, exporter: Exporter) -> None:
+        self.spec = spec
+        self.inputs: dict[str, torch.Tensor] = {}
+        self.outputs: list[torch.Tensor] = []
+        self.exports: dict = {"inputs": {}, "outputs": {}}
+        for name, template in input_buffers(spec, exporter.device).items():
+            tensor, export = exporter.empty(list(template.shape), template.dtype)
+            self.inputs[name], self.exports["inputs"][name] = tensor, export
+        for name, template in zip(spec["definition"]["outputs"], make_outputs(spec, "meta"), strict=True):
+            tensor, export = exporter.empty(list(template.shape), template.dtype)
+            self.outputs.append(tensor)
+            self.exports["outputs"][name] = export
+        self.scalars = scalar_inputs(spec)
+
+    def arguments(self) -> list[object]:
+        values = {**self.inputs, **self.scalars}
+        return [values[name] for name in self.spec["definition"]["inputs"]] + list(self.outputs)
+
+    def refresh(self, seed: int, fast: bool) -> None:
+        fill_inputs(self.spec, self.inputs, seed, fast)
+        for out in self.outputs:
+            fill_poison(out)
+
+
+class Runner:
+    def __init__(self, channel: ChildChannel, trace: _Trace, device: str) -> None:
+        self.channel = channel
+        self.trace = trace
+        self.device = device
+        self.exporter = Exporter(device)
+        self.sets: dict[str, TensorSet] = {}
+        self.baselines: list[Baseline] = []
+        self.run = None
+        self.prints: dict[str, str] = {}
+        self.library_prints: dict[str, str] = {}
+
+    def synchronize(self) -> None:
+        if self.device != "cpu":
+            torch.cuda.synchronize()
+
+    def _extra(self) -> dict[str, object]:
+        """What the fingerprint covers beyond the harness modules: the objects this runner holds."""
+        extra: dict[str, object] = {"run": self.run, "channel.write": self.channel.write}
+        if isinstance(self.trace, KernelTrace):
+            extra.update(
+                requested=self.trace.callbacks[0],
+                completed=self.trace.callbacks[1],
+                collect=self.trace.collect,
+                now=self.trace.now,
+            )
+        return extra
+
+    def changed(self, everything: bool = False) -> list[str]:
+        if not everything:
+            return changes(self.prints, fingerprint(HARNESS_MODULES, self._extra()))
+        return changes(
+            {**self.prints, **self.library_prints},
+            {**fingerprint(HARNESS_MODULES, self._extra()), **fingerprint(LIBRARY_MODULES)},
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    def load(self, request: dict) -> dict:
+        import tvm_ffi
+
+        spec = request["spec"]
+        self.spec = spec
+        for name in ("same", "fresh"):
+            self.sets[name] = TensorSet(spec, self.exporter)
+        self.sets["same"].refresh(int(spec["seed"]), fast=False)
+        self.sets["fresh"].refresh(int(spec["seed"]) + 999, fast=False)
+        notes: list[str] = []
+        if request.get("timing"):
+            self.baselines, notes = make_baselines(spec, self.device)
+            for number, baseline in enumerate(self.baselines):
+                # One untimed call of each: libraries load, plans compile, before the sandbox closes.
+                fill_inputs(spec, baseline.inputs, int(spec["seed"]) + 500_000 + number, fast=True)
+                baseline.prepare()
+                baseline.call()
+                baseline.clear()
+        self.flush = torch.empty(l2_flush_bytes(self.device), dtype=torch.uint8, device=self.device)
+        self.marker = torch.zeros(1, dtype=torch.int32, device=self.device)
+        self.marker.add_(1)
+        self.synchronize()
+        sandboxed = sandbox.available()
+        if sandboxed:
+            sandbox.close_doors(no_writes=True)
+        else:
+            notes.append("no seccomp sandbox on this platform (it is built for Linux on x86-64)")
+        self.module = tvm_ffi.load_module(request["library"])
+        self.run = self.module.run
+        if sandboxed:
+            sandbox.forbid_new_code()
+        self.prints = fingerprint(HARNESS_MODULES, self._extra())
+        self.library_prints = fingerprint(LIBRARY_MODULES)
+        return {
+            "ok": True,
+            "exports": {name: tensors.exports for name, tensors in self.sets.items()},
+            "sandbox": sandboxed,
+            "notes": notes,
+        }
+
+    def prepare(self, request: dict) -> dict:
+        self.sets[request["set"]].refresh(int(request["seed"]), fast=False)
+        self.synchronize()
+        return {"ok": True}
+
+    def call(self, request: dict) -> dict:
+        """One correctness call: marker, the call, a readback marker on the caller's stream, then wait."""
+        arguments = self.sets[request["set"]].arguments()
+        self.trace.clear()
+        with self.trace.window("marker"):
+            self.marker.add_(1)
+        with self.trace.window("call"):
+            self.run(*arguments)
+        with self.trace.window("readback"):
+            self.marker.add_(1)
+        self.synchronize()
+        changed = self.changed(everything=True)
+        self.trace.collect()
+        return {"done": True, "changed": changed, "trace": self.trace.raw()}
+
+    def timed_prepare(self, request: dict) -> dict:
+        entrant, seed = request["entrant"], int(request["seed"])
+        with self.trace.window("prep"):
+            if entrant == "candidate":
+                self.sets["same"].refresh(seed, fast=True)
+            else:
+                baseline = self.baselines[int(entrant)]
+                fill_inputs(self.spec, baseline.inputs, seed, fast=True)
+                baseline.prepare()
+        with self.trace.window("flush"):
+            self.flush.zero_()
+        self.synchronize()
+        # The previous call is checked here, off the clock the worker runs around `tgo`.
+        return {"armed": True, "changed": self.changed()}
+
+    def timed_call(self, request: dict) -> dict:
+        entrant = request["entrant"]
+        if entrant == "candidate":
+            arguments = self.sets["same"].arguments()
+            with self.trace.window("marker"):
+                self.marker.add_(1)
+            with self.trace.window("call:candidate"):
+                self.run(*arguments)
+            self.synchronize()
+            return {"done": True}
+        baseline = self.baselines[int(entrant)]
+        with self.trace.window(f"call:{entrant}"):
+            baseline.call()
+        self.synchronize()
+        with self.trace.window("clear"):
+            baseline.clear()
+        return {"done": True}
+
+    def timed_start(self, request: dict) -> dict:
+        self.synchronize()
+        self.trace.clear()
+        return {"ok": True, "baselines": [baseline.name for baseline in self.baselines]}
+
+    def timed_end(self, request: dict) -> dict:
+        self.synchronize()
+        self.trace.collect()
+        return {
+            "trace": self.trace.raw(),
+            "changed": self.changed(everything=True),
+            "l2_flush_bytes": self.flush.numel(),
+        }
+
+    HANDLERS: ClassVar[dict] = {
+        "load": load,
+        "prepare": prepare,
+        "call": call,
+        "tstart": timed_start,
+        "tprep": timed_prepare,
+        "tgo": timed_call,
+        "tend": timed_end,
+    }
+
+    def serve(self) -> int:
+        while True:
+            request = self.channel.read()
+            if request is None or request.get("cmd") == "exit":
+                self.exporter.close()
+                return 0
+            command = request.get("cmd")
+            handler = self.HANDLERS.get(command)
+            nonce = request.get("nonce")
+            if handler is None:
+                self.channel.write({"nonce": nonce, "error": f"unknown command {command!r}"})
+                continue
+            try:
+                reply = handler(self, request)
+            except Exception as exc:  # noqa: BLE001 - the candidate's failure becomes a verdict
+                from workbench.evaluate.child import error_line
+
+                self.channel.write({"nonce": nonce, "failed": error_line(exc), "during": command})
+                # A CUDA fault poisons the context: nothing more can be trusted in this process.
+                self.exporter.close()
+                return 1
+            self.channel.write({"nonce": nonce, **reply})

@@ -1,0 +1,112 @@
+"""compute-sanitizer's memcheck report, read into the fault a person or a model can act on.
+
+The report names the kind of fault, the kernel, the source line (the build uses `-lineinfo`), the thread
+and block, and the address; the message quotes the candidate's source line too. Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_PREFIX = re.compile(r"^=+\s?")
+_AT = re.compile(r"^\s*at\s+(?P<where>.+?)(?:\s+in\s+(?P<file>[^\s:]+):(?P<line>\d+))?\s*$")
+_THREAD = re.compile(r"by thread \((?P<thread>[\d, ]+)\) in block \((?P<block>[\d, ]+)\)")
+_ADDRESS = re.compile(r"(?:Access|Address)\s+(?:at\s+)?(?P<address>0x[0-9a-fA-F]+)(?P<rest>.*)")
+_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+) error")
+_NOT_A_FAULT = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "Saved host backtrace", "Target application returned")
+
+
+@dataclass
+class Fault:
+    kind: str
+    kernel: str | None = None
+    file: str | None = None
+    line: int | None = None
+    thread: str | None = None
+    block: str | None = None
+    address: str | None = None
+    detail: str = ""
+
+    def describe(self, source: str | None = None) -> str:
+        parts = [self.kind]
+        if self.kernel:
+            parts.append(f"in {self.kernel}")
+        if self.line is not None:
+            where = f"at {Path(self.file or 'kernel.cu').name}:{self.line}"
+            quoted = _source_line(source, self.line)
+            parts.append(f"{where} (`{quoted}`)" if quoted else where)
+        if self.thread is not None:
+            parts.append(f"thread ({self.thread}) block ({self.block})")
+        if self.address:
+            parts.append(f"address {self.address}{self.detail}")
+        return ", ".join(parts)
+
+
+def _source_line(source: str | None, line: int) -> str:
+    if not source:
+        return ""
+    lines = source.splitlines()
+    return lines[line - 1].strip()[:160] if 0 < line <= len(lines) else ""
+
+
+def _kernel_name(where: str) -> str:
+    """`simt_gemm_kernel(const __nv_bfloat16 *, int)+0x2b0` -> `simt_gemm_kernel`."""
+    name = where.split("+0x")[0].strip()
+    depth, cut = 0, len(name)
+    for index, char in enumerate(name):
+        if char in "(<":
+            if depth == 0 and char == "(":
+                cut = index
+                break
+            depth += 1
+        elif char in ")>":
+            depth -= 1
+    return name[:cut].strip() or name
+
+
+def parse_memcheck(report: str) -> tuple[list[Fault], int | None]:
+    """The faults memcheck reported, in order, and the error count of its summary (None if absent)."""
+    faults: list[Fault] = []
+    current: Fault | None = None
+    summary = None
+    for raw in report.splitlines():
+        if not raw.startswith("="):
+            continue
+        line = _PREFIX.sub("", raw).rstrip()
+        if match := _SUMMARY.search(line):
+            summary = int(match.group(1))
+            continue
+        if not line.strip() or any(marker in line for marker in _NOT_A_FAULT):
+            continue
+        indented = raw.startswith("=========     ") or line.startswith("    ")
+        text = line.strip()
+        if not indented:
+            current = Fault(kind=text)
+            faults.append(current)
+        elif current is not None:
+            if (at := _AT.match(text)) and current.kernel is None and text.startswith("at "):
+                current.kernel = _kernel_name(at.group("where"))
+                if at.group("line"):
+                    current.file, current.line = at.group("file"), int(at.group("line"))
+            elif thread := _THREAD.search(text):
+                current.thread = thread.group("thread").replace(" ", "")
+                current.block = thread.group("block").replace(" ", "")
+            elif (address := _ADDRESS.search(text)) and current.address is None:
+                current.address = address.group("address")
+                current.detail = address.group("rest").rstrip(".")
+            elif current.address and text.startswith("and is"):
+                current.detail += f" ({text.removeprefix('and is ').rstrip('.')})"
+    return faults, summary
+
+
+def memcheck_message(report: str, source: str | None, axes: dict) -> str | None:
+    """The line for the agent: the first fault and how many there were; None when memcheck found none."""
+    faults, summary = parse_memcheck(report)
+    if not faults:
+        return None
+    shown = ", ".join(f"{k}={v}" for k, v in axes.items())
+    count = summary if summary is not None else len(faults)
+    more = f" ({count} errors in all)" if count > 1 else ""
+    return f"memcheck at the smallest workload ({shown}): {faults[0].describe(source)}{more}"

@@ -1,0 +1,144 @@
+"""A tool (Nsight Compute, compute-sanitizer) around one call of a candidate, started before the candidate
+exists.
+
+The tool starts `python -m workbench.evaluate.child once DIR WORKER_PID`, which imports torch and makes
+its CUDA context (seconds under a tool) while the worker waits for the next candidate. The worker then
+hands it the candidate (`request.json`: library and spec, written when the candidate begins, so the
+inputs are made while correctness runs) and, when the tier begins, the `go` file: the child calls the
+candidate once and exits. The tool's report lands in a log in a folder of its own, whose name the child
+is never given (and any descriptor onto it the child inherits, it closes before loading the candidate).
+
+Standard library only, like the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from workbench.evaluate.isolation import CappedOutput, kill_group
+from workbench.evaluate.profile import ncu_command
+
+SANITIZER_EXIT = 86  # compute-sanitizer's exit status when it found errors (--error-exitcode)
+
+
+def sanitizer_command(sanitizer: str, log_file: str, app: list[str]) -> list[str]:
+    """compute-sanitizer's memcheck around `app`, errors only (no API-error noise from torch's probes)."""
+    return [
+        sanitizer,
+        "--tool",
+        "memcheck",
+        "--report-api-errors",
+        "no",
+        "--show-backtrace",
+        "no",
+        "--print-limit",
+        "20",
+        "--error-exitcode",
+        str(SANITIZER_EXIT),
+        "--log-file",
+        log_file,
+        *app,
+    ]
+
+
+class ToolProcess:
+    """A tool and the child it watches, in their own process group, spoken to through files."""
+
+    LOG_NAME = "tool.log"
+
+    def __init__(
+        self,
+        command: Callable[[list[str], str], list[str]],
+        child_argv: Sequence[str],
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """`command(app, log_file)` is the tool's command line around the child `app`."""
+        self.workdir = Path(tempfile.mkdtemp(prefix="ptxwb-once-"))
+        self.logdir = Path(tempfile.mkdtemp(prefix="ptxwb-tool-"))
+        app = [*child_argv, "once", str(self.workdir), str(os.getpid())]
+        self.process = subprocess.Popen(
+            command(app, str(self.log)),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.output = CappedOutput(self.process.stdout)
+        self.submitted = False
+
+    @property
+    def log(self) -> Path:
+        return self.logdir / self.LOG_NAME
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def submit(self, library: str, spec: dict) -> None:
+        """The candidate to load and the inputs to make; written whole, then renamed into place."""
+        partial = self.workdir / "request.json.partial"
+        partial.write_text(json.dumps({"library": library, "spec": spec}))
+        partial.rename(self.workdir / "request.json")
+        self.submitted = True
+
+    def go(self) -> None:
+        (self.workdir / "go").touch()
+
+    def wait(self, timeout_s: float) -> bool:
+        """True when the process ended within `timeout_s`; else its group is killed and False."""
+        try:
+            self.process.wait(timeout=timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            kill_group(self.process)
+            return False
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    def report(self) -> str:
+        """The tool's own output: messages, then its report."""
+        return self.log.read_text(errors="replace") if self.log.is_file() else ""
+
+    def app_output(self) -> str:
+        """What the child (and the candidate in it) printed."""
+        self.output.join()
+        return self.output.text()
+
+    def close(self) -> None:
+        if self.alive():
+            kill_group(self.process)
+        self.output.join(1.0)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        shutil.rmtree(self.logdir, ignore_errors=True)
+
+
+class ProfiledProcess(ToolProcess):
+    """Nsight Compute around the call, for the dynamic tier."""
+
+    LOG_NAME = "ncu.log"
+
+    def __init__(self, ncu: str, target: str, child_argv: Sequence[str]) -> None:
+        self.target = target
+        super().__init__(lambda app, log: ncu_command(ncu, log, target, app), child_argv)
+
+
+class SanitizedProcess(ToolProcess):
+    """compute-sanitizer's memcheck around the call, at the smallest workload. Torch's caching allocator
+    is off in it, so every tensor is an allocation of its own and an access past its end is caught."""
+
+    LOG_NAME = "sanitizer.log"
+
+    def __init__(self, sanitizer: str, child_argv: Sequence[str]) -> None:
+        super().__init__(
+            lambda app, log: sanitizer_command(sanitizer, log, app),
+            child_argv,
+            env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+        )
