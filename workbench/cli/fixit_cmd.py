@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -27,6 +28,10 @@ def _choice(value: str, allowed: tuple[Choice, ...], option: str) -> Choice:
     if value not in allowed:
         raise UserError(f"{option}: unknown value {value!r}; choose one of: {', '.join(allowed)}")
     return allowed[allowed.index(value)]  # type: ignore[arg-type]
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _tasks(value: str | None) -> tuple[str, ...]:
@@ -126,7 +131,7 @@ def export(
         eval_fraction=eval_fraction,
         seed=seed,
     )
-    report = asyncio.run(export(sources, out, options))
+    report = asyncio.run(export(sources, out, options, say=_progress))
     if as_json:
         print_json(report.model_dump())
         return
@@ -177,7 +182,7 @@ def reason(
     from workbench.fixit.export import TeacherOptions, regenerate_reasoning
 
     options = TeacherOptions(reasoning=teacher_reasoning, api_base=api_base)
-    report = asyncio.run(regenerate_reasoning(path, out, options))
+    report = asyncio.run(regenerate_reasoning(path, out, options, say=_progress))
     print(f"{report.written} reasonings written by {report.model}, {report.empty} empty")
     if report.stopped:
         print(f"stopped: {report.stopped}")

@@ -16,7 +16,15 @@ from workbench.fixit.hygiene import Host
 from workbench.fixit.pairs import MineOptions, Pair, dedup, mine
 from workbench.fixit.rows import Format, MessagesRow, build_row, read_rows
 from workbench.fixit.select import balance, held_out_tasks
-from workbench.fixit.teachers import Executors, ReasoningReport, ReasoningTeacher, RepairReport, RepairTeacher
+from workbench.fixit.teachers import (
+    Executors,
+    ReasoningReport,
+    ReasoningTeacher,
+    RepairReport,
+    RepairTeacher,
+    Say,
+    quiet,
+)
 from workbench.fixit.trajectory import Trajectory, Turn, find_sessions, load
 from workbench.session.log import create_new
 
@@ -30,16 +38,16 @@ class TeacherOptions:
     api_base: str | None = None
     cache_dir: Path | None = None  # the build cache for the fixes ($PTXWB_CACHE if unset)
 
-    def repair_teacher(self, host: Host) -> RepairTeacher | None:
+    def repair_teacher(self, host: Host, say: Say) -> RepairTeacher | None:
         if self.repair is None:
             return None
         model = make_model(self.repair, api_base=self.api_base)
-        return RepairTeacher(model, self.tries, Executors(self.executor, self.cache_dir), host)
+        return RepairTeacher(model, self.tries, Executors(self.executor, self.cache_dir), host, say)
 
-    def reasoning_teacher(self, host: Host) -> ReasoningTeacher | None:
+    def reasoning_teacher(self, host: Host, say: Say) -> ReasoningTeacher | None:
         if self.reasoning is None:
             return None
-        return ReasoningTeacher(make_model(self.reasoning, api_base=self.api_base), host)
+        return ReasoningTeacher(make_model(self.reasoning, api_base=self.api_base), host, say)
 
 
 @dataclass(frozen=True)
@@ -162,11 +170,12 @@ def _rows(pairs: list[Pair], host: Host) -> tuple[list[MessagesRow], int]:
     return clean, len(rows) - len(clean)
 
 
-async def export(paths: Sequence[Path], out: Path, options: ExportOptions) -> ExportReport:
+async def export(paths: Sequence[Path], out: Path, options: ExportOptions, say: Say = quiet) -> ExportReport:
+    """`say` gets a line per teacher answer (they can take minutes each on a GPU)."""
     outputs = output_paths(out, options.split)  # before any work: a teacher's answers cost money
     host = Host.current()
-    repair = options.teachers.repair_teacher(host)
-    reasoning = options.teachers.reasoning_teacher(host)
+    repair = options.teachers.repair_teacher(host, say)
+    reasoning = options.teachers.reasoning_teacher(host, say)
     files, other = find_sessions(paths)
     mined = mine([load(file) for file in files], options.mine)
     pairs, duplicates = dedup(mined.pairs) if options.dedup else (mined.pairs, 0)
@@ -218,11 +227,13 @@ def dump_rows(rows: Sequence[MessagesRow], fmt: Format) -> str:
     return "".join(row.dump(fmt) + "\n" for row in rows)
 
 
-async def regenerate_reasoning(source: Path, out: Path, options: TeacherOptions) -> ReasoningReport:
+async def regenerate_reasoning(
+    source: Path, out: Path, options: TeacherOptions, say: Say = quiet
+) -> ReasoningReport:
     """A Fixit file's rows again, each with new reasoning by the reasoning teacher; all else unchanged."""
     outputs = output_paths(out, split=False)
     loaded = list(read_rows(source))
-    teacher = options.reasoning_teacher(Host.current())
+    teacher = options.reasoning_teacher(Host.current(), say)
     if teacher is None:
         raise UserError("name the reasoning teacher (--teacher-reasoning MODEL)")
     rows = [await teacher.explain(row) for row, _ in loaded]

@@ -6,6 +6,7 @@ its fix.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,12 +60,20 @@ class RepairReport(BaseModel):
     stopped: str | None = None  # why the teacher stopped answering before the end
 
 
+Say = Callable[[str], None]
+
+
+def quiet(_: str) -> None:
+    """No progress lines (the library's default; the CLI prints them on stderr)."""
+
+
 @dataclass
 class RepairTeacher:
     model: Model
     tries: int
     executors: Executors
     host: Host
+    say: Say = quiet
     report: RepairReport = field(init=False)
 
     def __post_init__(self) -> None:
@@ -84,10 +93,13 @@ class RepairTeacher:
                 return None
             self.report.calls += 1
             source = extract_kernel(reply.content)
+            where = f"repair teacher: {trajectory.file.name} turn {failed.number}, try {attempt}"
             if source is None:
+                self.say(f"{where}: no code")
                 follow_up = render("no_code.md")
             else:
                 fix = await self._judge(trajectory, failed, source)
+                self.say(f"{where}: {fix.result.status}")
                 if fix.proof is not None:
                     if fix.proof == "gpu":
                         self.report.fixed_gpu += 1
@@ -125,7 +137,7 @@ class RepairTeacher:
 class ReasoningReport(BaseModel):
     model: str
     written: int = 0
-    empty: int = 0
+    empty: int = 0  # answers with no prose (or with a detail of this machine): no reasoning
     stopped: str | None = None
 
 
@@ -133,6 +145,7 @@ class ReasoningReport(BaseModel):
 class ReasoningTeacher:
     model: Model
     host: Host
+    say: Say = quiet
     report: ReasoningReport = field(init=False)
 
     def __post_init__(self) -> None:
@@ -153,8 +166,9 @@ class ReasoningTeacher:
             self.report.stopped = scrub(str(exc), self.host)
             return row
         text = scrub(_FENCED.sub("", reply.content), self.host).strip()
-        if not text:
+        if not text or self.host.leaks(text):
             self.report.empty += 1
             return row
         self.report.written += 1
+        self.say(f"reasoning teacher: {self.report.written} written")
         return row.with_reasoning(text, self.model.name)
