@@ -22,7 +22,8 @@ from workbench.tui.app import WorkbenchApp
 from workbench.tui.drivers.live import LiveDriver
 from workbench.tui.drivers.replay import ReplayDriver
 from workbench.tui.replay import MAX_SPEED, MIN_SPEED
-from workbench.tui.screens.home import HomeScreen, StartRunScreen
+from workbench.tui.screens.home import HomeScreen
+from workbench.tui.screens.run_form import StartRunScreen
 from workbench.tui.screens.session import SessionScreen
 
 PTXWB = Path(sys.executable).parent / "ptxwb"

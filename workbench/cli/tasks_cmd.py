@@ -7,8 +7,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from workbench.cli.output import console, fmt_bytes, fmt_flops, print_json
+from workbench.cli.output import console, print_json
 from workbench.tasks import Catalogue, Task, resolve_task
+from workbench.units import fmt_bytes, fmt_flops
 
 _SHORT_FAMILY = {"gemm": "gemm", "attention_forward": "attn fwd", "attention_backward": "attn bwd"}
 
