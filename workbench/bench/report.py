@@ -107,11 +107,18 @@ def row_texts(row: PaperRow) -> list[str]:
 
 
 def terminal_table(rows: Sequence[PaperRow], first: int, last: int) -> Table:
-    table = Table(title=f"correct@T, SASS-verified@T, best speedup@T (95 % intervals) · T = {first}, {last}")
-    for header in headers(first, last):
-        table.add_column(header, no_wrap=header in ("n", "target"))
-    for row in rows:
-        table.add_row(*row_texts(row))
+    """The table for a terminal: a key column whose value is the same in every row moves to the title."""
+    texts = [row_texts(row) for row in rows]
+    names = headers(first, last)
+    constant = [i for i in range(5) if len({t[i] for t in texts}) == 1] if len(texts) > 1 else []
+    same = " · ".join(f"{names[i]} {texts[0][i]}" for i in constant)
+    title = f"correct@T, SASS-verified@T, best speedup@T (95 % intervals) · T = {first}, {last}"
+    table = Table(title=f"{title}\n{same}" if same else title)
+    shown = [i for i in range(len(names)) if i not in constant]
+    for i in shown:
+        table.add_column(names[i], no_wrap=names[i] in ("n", "target"))
+    for text in texts:
+        table.add_row(*(text[i] for i in shown))
     return table
 
 

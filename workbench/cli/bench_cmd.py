@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Self
 
@@ -28,6 +29,11 @@ def parse_turns(text: str) -> list[int]:
     if not limits or limits[0] < 1:
         raise UserError(f"--turns: turn limits must be 1 or more, got {text!r}")
     return limits
+
+
+def table_console() -> Console:
+    """A console for the wide table: a pipe or a file gets 160 columns, not rich's default 80."""
+    return Console(highlight=False) if sys.stdout.isatty() else Console(highlight=False, width=160)
 
 
 def _write(path: Path, text: str, what: str) -> None:
@@ -153,9 +159,7 @@ def metrics(
     if as_json:
         typer.echo(cells_json(cells), nl=False)
         return
-    Console(highlight=False).print(
-        terminal_table(paper_rows(cells, limits[0], limits[-1]), limits[0], limits[-1])
-    )
+    table_console().print(terminal_table(paper_rows(cells, limits[0], limits[-1]), limits[0], limits[-1]))
 
 
 @app.command("report")
@@ -177,7 +181,7 @@ def report(
     records, cells = _cells(folders, limits)
     first, last = limits[0], limits[-1]
     rows = paper_rows(cells, first, last)
-    console = Console(highlight=False)
+    console = table_console()
     console.print(terminal_table(rows, first, last))
     if md is not None:
         _write(md, markdown(rows, first, last), "a report")
