@@ -1,11 +1,13 @@
-"""On a Hopper GPU: the GPU tiers against a fault corpus, one worker for the whole corpus, plus the
-headline GEMM through every tier of the `local` executor.
+"""On a Hopper GPU: the GPU tiers against a fault corpus and a hostile corpus, one worker for all of them,
+then honest kernels through every tier of the `local` executor.
 
 Run on the GPU host from the checkout: `python -m pytest -m gpu -v tests/gpu/test_gpu_eval.py`.
-The faults are built without the ban scan (`compile_source`) and judged through the worker's library
-form, so the GPU tiers see them even when the source scan or the static tier would stop them first;
-the dlopen fault builds every library and symbol name at run time, so only the run-time check can
-catch it.
+The faults are built without the ban scan (`compile_source`: the link check and the machine-code check
+still run) and judged through the worker's library form, so the GPU tiers see them even when the source
+scan or the static tier would stop them first. The hostile kernels (`hostile/`) are composed at test
+time from the corpus's honest kernels (`kernels/`) and, where they reach for the interpreter or the C
+library's own symbol table, `tests/hostile/python_door.inc`: none of them imports anything the link
+check refuses.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from workbench.evaluate.build import build_toolchain, compile_source
-from workbench.evaluate.gpu_spec import gpu_spec, profile_workload
+from workbench.evaluate.gpu_spec import gpu_spec, smallest_workload
 from workbench.evaluate.local_executor import LocalExecutor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import Status
@@ -28,16 +30,124 @@ from workbench.tasks import Catalogue, get_target
 pytestmark = pytest.mark.gpu
 
 HERE = Path(__file__).parent
+KERNELS, HOSTILE, DOOR = HERE / "kernels", HERE / "hostile", HERE.parent / "hostile" / "python_door.inc"
 TASK = "gemm_n7168_k5120"
-# Short limits so the hang costs seconds; the GEMMs at the smallest workload take milliseconds.
-TIMEOUTS = {"correctness_s": 15.0, "dynamic_s": 120.0, "timing_s": 60.0}
+EXPORT = "TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, run);"
 
 
 def _message_has(*words: str) -> Callable[[dict], bool]:
     return lambda stage: all(word in stage.get("message", "") for word in words)
 
 
-# name -> (the stage that must fail, its status, a check on that stage's message)
+def _as_function(path: Path, name: str, namespace: str | None = None) -> str:
+    """A corpus kernel with its `run` renamed and its export dropped, optionally inside a namespace."""
+    text = path.read_text().replace("void run(", f"void {name}(").replace(EXPORT, "")
+    if namespace is None:
+        return text
+    lines = text.splitlines()
+    includes = [line for line in lines if line.startswith("#include")]
+    body = [line for line in lines if not line.startswith("#include")]
+    return "\n".join([*includes, f"namespace {namespace} {{", *body, "}"])
+
+
+def compose(name: str, parts: tuple[str, ...], defines: dict[str, str] | None = None) -> str:
+    """A hostile kernel: defines, then the pieces it is built on, then its own file."""
+    pieces = [f"#define {key} {value}" for key, value in (defines or {}).items()]
+    if "door" in parts:
+        pieces.append(DOOR.read_text())
+    if "wgmma" in parts:
+        pieces.append(_as_function(KERNELS / "wgmma_gemm.cu", "run_wgmma"))
+    if "simt" in parts:
+        pieces.append(_as_function(KERNELS / "simt_gemm.cu", "run_simt", "simt_path"))
+    pieces.append((HOSTILE / f"{name.split(':')[0]}.cu").read_text())
+    return "\n".join(pieces)
+
+
+def payload(code: str) -> str:
+    """A C string literal of Python source."""
+    return '"' + code.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '\\n"'
+
+
+PAYLOADS = {
+    "patch_comparison": (
+        "import workbench.evaluate.correctness as c\n"
+        "c.compare_output = lambda name, *a: ('passed', {'name': name, 'passed': True})"
+    ),
+    "patch_timing": (
+        "import workbench.evaluate.kernel_trace as k\n"
+        "original = k.KernelTrace.raw\n"
+        "def raw(self):\n"
+        "    data = original(self)\n"
+        "    data['kernels'] = [[r[0], r[1], r[1] + (r[2] - r[1]) // 10, *r[3:]] for r in data['kernels']]\n"
+        "    return data\n"
+        "k.KernelTrace.raw = raw"
+    ),
+    "forge_records": (
+        "import gc\n"
+        "import workbench.evaluate.kernel_trace as k\n"
+        "class Shrinking(list):\n"
+        "    def append(self, item):\n"
+        "        if item[0] == 'k':\n"
+        "            row = item[1]\n"
+        "            row[2] = row[1] + (row[2] - row[1]) // 10\n"
+        "        super().append(item)\n"
+        "for trace in [o for o in gc.get_objects() if isinstance(o, k.KernelTrace)]:\n"
+        "    trace._pending = Shrinking(trace._pending)"
+    ),
+    "cupti_off": (
+        "from cupti import cupti\n"
+        "for kind in (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.RUNTIME, cupti.ActivityKind.DRIVER):\n"
+        "    cupti.activity_disable(kind)"
+    ),
+    "cupti_flush": (
+        "import gc\n"
+        "from cupti import cupti\n"
+        "import workbench.evaluate.kernel_trace as k\n"
+        "cupti.activity_flush_all(1)\n"
+        "for trace in [o for o in gc.get_objects() if isinstance(o, k.KernelTrace)]:\n"
+        "    trace._pending.clear()"
+    ),
+    "forge_reply": (
+        "import os\n"
+        "fd = int(os.environ['PTXWB_CHILD_FDS'].split(',')[1])\n"
+        "os.write(fd, b'{\"done\": true, \"changed\": [], \"trace\": {}}\\n')"
+    ),
+    "escape": (
+        "import os, signal\n"
+        "for door in (lambda: os.kill(os.getppid(), signal.SIGSTOP), os.fork, os.setsid,\n"
+        "             lambda: open('/proc/%d/mem' % os.getppid(), 'r+b'),\n"
+        "             lambda: os.execv('/bin/sh', ['sh', '-c', 'kill -9 %d' % os.getppid()])):\n"
+        "    try:\n"
+        "        door()\n"
+        "    except OSError:\n"
+        "        pass"
+    ),
+}
+WRONG = {"patch_comparison", "escape"}
+
+# name -> (parts it is composed of, workload M or None for the smallest, the stage that must fail, its
+# status, a check on that stage's message)
+HOSTILES: dict[str, tuple[tuple[str, ...], int | None, str, str, Callable[[dict], bool]]] = {
+    "shape_dispatch": (("wgmma", "simt"), 1024, "dynamic", "dynamic_not_executed", _message_has("no thread executed")),
+    "profiler_detect": (("door", "wgmma", "simt"), None, "dynamic", "profile_mismatch", _message_has("not the kernels")),
+    "reference_reader": (("simt",), None, "correctness", "incorrect_numerical", _message_has("trial 1")),
+    "stale_replay": (("wgmma",), None, "timing", "incorrect_numerical", _message_has("read after the fact")),
+    "door_cublas": (("door", "simt"), None, "correctness", "foreign_kernel", _message_has("not defined in")),
+    "oob_write": (("simt",), None, "correctness", "runtime_error", _message_has("memcheck", "past_the_end")),
+    **{
+        f"python_gemm:{name}": (("door", "simt"), None, stage, status, check)
+        for name, (stage, status, check) in {
+            "patch_comparison": ("correctness", "incorrect_numerical", _message_has("trial 1")),
+            "patch_timing": ("correctness", "tampered", _message_has("KernelTrace.raw")),
+            "forge_records": ("timing", "wall_clock_mismatch", _message_has("worker's clock")),
+            "cupti_off": ("correctness", "tampered", _message_has("marker")),
+            "cupti_flush": ("correctness", "tampered", _message_has("marker")),
+            "forge_reply": ("correctness", "tampered", _message_has("candidate wrote")),
+            "escape": ("correctness", "incorrect_numerical", _message_has("trial 1")),
+        }.items()
+    },
+}
+
 FAULTS: dict[str, tuple[str, str, Callable[[dict], bool]]] = {
     "wrong_result": ("correctness", "incorrect_numerical", _message_has("trial 1", "outside atol")),
     "half_unwritten": ("correctness", "incorrect_numerical", _message_has("NaN", "unwritten")),
@@ -48,7 +158,6 @@ FAULTS: dict[str, tuple[str, str, Callable[[dict], bool]]] = {
     "host_exit": ("correctness", "runtime_error", _message_has("exited with status 0")),
     "cached_result": ("correctness", "incorrect_numerical", _message_has("trial 2")),
     "private_stream": ("correctness", "runtime_error", _message_has("another stream")),
-    "dlopen_cublas": ("correctness", "foreign_kernel", _message_has("not defined in the candidate's module")),
     "token_wgmma": ("dynamic", "low_tensor_share", _message_has("the math happens elsewhere")),
     "unexecuted_wgmma": ("dynamic", "dynamic_not_executed", _message_has("no thread executed")),
     "simt_gemm": ("dynamic", "dynamic_not_executed", _message_has("no thread executed")),
@@ -79,93 +188,131 @@ def runner():
     runner.close()
 
 
+def _sources() -> dict[str, str]:
+    sources = {p.stem: p.read_text() for p in sorted((HERE / "faults").glob("*.cu")) if p.stem != "dlopen_cublas"}
+    sources.update({p.stem: p.read_text() for p in sorted(KERNELS.glob("*.cu"))})
+    for name, (parts, _, _, _, _) in HOSTILES.items():
+        defines = {}
+        if name.startswith("python_gemm:"):
+            variant = name.split(":")[1]
+            defines = {"PAYLOAD": payload(PAYLOADS[variant]), "BIAS": "1" if variant in WRONG else "0"}
+        sources[name] = compose(name, parts, defines)
+    sources["content_cache"] = compose("content_cache", ("wgmma",))
+    return sources
+
+
 @pytest.fixture(scope="module")
 def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, list[str]]]:
     """Every corpus kernel built once, concurrently, without the ban scan."""
     build_toolchain()
     cache = tmp_path_factory.mktemp("builds")
-    paths = sorted((HERE / "faults").glob("*.cu")) + sorted((HERE / "kernels").glob("*.cu"))
+    sources = _sources()
     target = get_target("hopper")
 
     async def build_all():
-        return await asyncio.gather(*(compile_source(p.read_text(), target, 600, cache) for p in paths))
+        return await asyncio.gather(*(compile_source(text, target, 600, cache) for text in sources.values()))
 
     built = {}
-    for path, stage in zip(paths, asyncio.run(build_all()), strict=True):
-        assert stage.status == Status.passed, f"{path.name}: {stage.message}"
-        built[path.stem] = (stage.library_path, module_kernels(stage.library_path))
+    for name, stage in zip(sources, asyncio.run(build_all()), strict=True):
+        assert stage.status == Status.passed, f"{name}: {stage.message} {stage.errors[:2]}"
+        built[name] = (stage.library_path, module_kernels(stage.library_path))
     return built
 
 
-def spec_for() -> dict:
-    """The task at its smallest workload."""
+def spec_for(m: int | None = None) -> dict:
+    """The task at the smallest workload, or at the workload with this M."""
     catalogue = Catalogue.load()
     task = catalogue.get(TASK)
-    return gpu_spec(task, profile_workload(task), get_target("hopper"), catalogue)
+    workload = smallest_workload(task) if m is None else next(w for w in task.workloads if w.axes["M"] == m)
+    return gpu_spec(task, workload, get_target("hopper"), catalogue)
 
 
 def evaluate(runner: Runner, library: tuple[str, list[str]], spec: dict) -> dict:
-    reply = runner.run(runner.client.evaluate_library(library[0], spec, library[1], timeouts=TIMEOUTS))
+    reply = runner.run(runner.client.evaluate_library(library[0], spec, library[1]))
     return reply["stages"]
+
+
+def _check(stages: dict, stage_name: str, status: str, check: Callable[[dict], bool]) -> None:
+    print({k: (v["status"], v.get("message", "")[:240], round(v.get("duration_s") or 0, 2)) for k, v in stages.items()})
+    stage = stages[stage_name]
+    assert stage["status"] == status, stage
+    assert check(stage), stage["message"]
+    if stage_name == "correctness":
+        assert list(stages) == ["correctness"]  # a failed correctness stops timing and the dynamic tier
+    else:
+        assert stages["correctness"]["status"] == "passed", stages["correctness"]
 
 
 @pytest.mark.parametrize("name", list(FAULTS))
 def test_each_fault_gets_its_status_and_the_worker_survives(runner: Runner, libraries, name: str) -> None:
     stage_name, status, check = FAULTS[name]
     stages = evaluate(runner, libraries[name], spec_for())
-    print(name, {k: (v["status"], v.get("message", "")[:160]) for k, v in stages.items()})
-    for earlier in ("correctness", "dynamic"):
-        if earlier == stage_name:
-            break
-        assert stages[earlier]["status"] == "passed", stages[earlier]
-    stage = stages[stage_name]
-    assert stage["status"] == status, stage
-    assert check(stage), stage["message"]
-    assert list(stages)[-1] == stage_name  # the tiers stop at the first failure
+    _check(stages, stage_name, status, check)
+    if name == "infinite_loop":
+        assert stages["correctness"]["duration_s"] <= 20.0, "a hang must cost seconds"
     assert runner.run(runner.client.request({"op": "hello"}, timeout_s=60))["type"] == "hello"
 
 
-def test_after_the_whole_corpus_the_same_worker_passes_a_real_wgmma_gemm(runner: Runner, libraries) -> None:
+@pytest.mark.parametrize("name", list(HOSTILES))
+def test_each_hostile_kernel_fails_with_its_status(runner: Runner, libraries, name: str) -> None:
+    _, m, stage_name, status, check = HOSTILES[name]
+    stages = evaluate(runner, libraries[name], spec_for(m))
+    _check(stages, stage_name, status, check)
+    assert runner.run(runner.client.request({"op": "hello"}, timeout_s=60))["type"] == "hello"
+
+
+def test_a_library_importing_dlopen_is_banned_at_build(tmp_path: Path) -> None:
+    source = (HERE / "faults" / "dlopen_cublas.cu").read_text()
+    stage = asyncio.run(compile_source(source, get_target("hopper"), 600, tmp_path))
+    assert stage.status == Status.banned and "dlopen" in stage.message, stage.message
+
+
+def test_content_caching_never_wins_timing(runner: Runner, libraries) -> None:
+    """Every timed call sees values no call has seen: the caching kernel is timed as the kernel it is."""
+    honest = evaluate(runner, libraries["wgmma_gemm"], spec_for())
+    caching = evaluate(runner, libraries["content_cache"], spec_for())
+    print("honest", honest["timing"]["message"], "caching", caching["timing"]["message"])
+    assert honest["timing"]["status"] == caching["timing"]["status"] == "passed"
+    assert caching["timing"]["speedup"] < 1.3 * honest["timing"]["speedup"]
+    assert all(trial["passed"] for trial in caching["timing"]["checked_calls"])
+
+
+def test_after_both_corpora_the_same_worker_passes_a_real_wgmma_gemm(runner: Runner, libraries) -> None:
     stages = evaluate(runner, libraries["wgmma_gemm"], spec_for())
     assert [s["status"] for s in stages.values()] == ["passed", "passed", "passed"], stages
     assert stages["dynamic"]["tensor_share"] == pytest.approx(1.0)
     assert stages["timing"]["method"] == "cupti"
     assert stages["timing"]["candidate"]["kernels"] == libraries["wgmma_gemm"][1]
     assert any("nvjet" in k or "gemm" in k for k in stages["timing"]["baselines"][0]["kernels"])
+    assert len(stages["timing"]["checked_calls"]) == 3
 
 
-def test_headline_gemm_passes_all_five_tiers_through_the_local_executor(tmp_path: Path) -> None:
-    source = (HERE / "kernels" / "wgmma_gemm.cu").read_text()
+def _local(source: str, tmp_path: Path, **request) -> object:
     executor = LocalExecutor(tmp_path / "builds")
 
     async def go():
         try:
-            return await executor.evaluate(EvalRequest(task=TASK, target="hopper", source=source))
+            return await executor.evaluate(EvalRequest(task=TASK, target="hopper", source=source, **request))
         finally:
             await executor.close()
 
-    result = asyncio.run(go())
+    return asyncio.run(go())
+
+
+def test_headline_gemm_passes_all_five_tiers_through_the_local_executor(tmp_path: Path) -> None:
+    result = _local((KERNELS / "wgmma_gemm.cu").read_text(), tmp_path)
     print(result.model_dump_json(indent=1, exclude={"stages": {"static": {"opcodes", "kernels"}}})[:6000])
     assert result.status == Status.passed, result.message
     assert result.workload_axes == {"M": 8192}
     assert result.stages.correctness.trials[-1].fresh_addresses and len(result.stages.correctness.trials) == 4
     assert result.stages.dynamic.tensor_share == pytest.approx(1.0)
+    assert result.stages.dynamic.workload_axes == {"M": 8192, "N": 7168, "K": 5120}
     assert result.stages.timing.speedup is not None and not result.stages.timing.faster_than_light
 
 
-def test_simt_gemm_is_correct_but_fails_the_hopper_family_requirement(
-    runner: Runner, libraries, tmp_path
-) -> None:
-    stages = evaluate(runner, libraries["simt_gemm"], spec_for())
-    assert stages["correctness"]["status"] == "passed"
-    executor = LocalExecutor(tmp_path / "builds")
-
-    async def go():
-        try:
-            source = (HERE / "kernels" / "simt_gemm.cu").read_text()
-            return await executor.evaluate(EvalRequest(task=TASK, target="hopper", source=source))
-        finally:
-            await executor.close()
-
-    result = asyncio.run(go())
-    assert result.status == Status.static_missing_family
+def test_simt_gemm_is_correct_and_timed_but_fails_the_hopper_family_requirement(tmp_path: Path) -> None:
+    result = _local((KERNELS / "simt_gemm.cu").read_text(), tmp_path, workload=None)
+    assert result.status == Status.static_missing_family, result.message
+    assert result.correct and result.stages.timing.status == Status.passed
+    assert result.stages.timing.speedup is not None
+    assert result.stages.dynamic.status == Status.not_run

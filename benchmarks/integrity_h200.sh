@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The hardened verdict on a Hopper host, one step per argument, each with its own time limit, logs under $OUT:
+#   tests       the GPU tests (fault corpus, hostile corpus, honest kernels through every tier)
+#   costs       benchmarks/integrity_costs.py (references: stage costs, speedups against 2026-11-29)
+#   pm          benchmarks/pm_sampling_probe.py (can tensor work be counted in the timed process?)
+# Run from the checkout root after installing the GPU wheels (see shared/tools/device-wheels).
+set -u
+out=${OUT:-/tmp/integrity_h200}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 PTXWB_CACHE=/tmp/ptxwb-cache
+echo "# integrity_h200: $(date -u +%FT%TZ), git ${PTXWB_GIT_SHA:-?}, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)" | tee -a "$out/summary.log"
+for step in "$@"; do
+  case "$step" in
+    tests)
+      timeout "${TESTS_S:-420}" python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/gpu/test_gpu_eval.py ${PYTEST_ARGS:-} >"$out/gpu_tests.log" 2>&1
+      echo "gpu tests exit $?" | tee -a "$out/summary.log"
+      grep -E 'PASSED|FAILED|ERROR|passed|failed' "$out/gpu_tests.log" | tail -45 | tee -a "$out/summary.log" ;;
+    costs)
+      timeout "${COSTS_S:-400}" python3 benchmarks/integrity_costs.py "$out/integrity_costs.json" >"$out/integrity_costs.log" 2>&1
+      echo "costs exit $?" | tee -a "$out/summary.log"
+      tail -20 "$out/integrity_costs.log" | tee -a "$out/summary.log" ;;
+    pm)
+      timeout 120 python3 benchmarks/pm_sampling_probe.py >"$out/pm_sampling.log" 2>&1
+      echo "pm probe exit $?" | tee -a "$out/summary.log"
+      tail -40 "$out/pm_sampling.log" | tee -a "$out/summary.log" ;;
+  esac
+done
