@@ -77,3 +77,31 @@ def test_compile_error_turn(app, snap_compare) -> None:  # type: ignore[no-untyp
 def test_help_screen(app, snap_compare) -> None:  # type: ignore[no-untyped-def]
     application, driver = app
     assert snap_compare(application, terminal_size=(100, 40), run_before=played(driver, "question_mark"))
+
+
+@pytest.fixture
+def attention_app(tmp_path: Path) -> tuple[WorkbenchApp, ReplayDriver]:
+    """An attention-like session: a wrong first turn (two outputs), then timed turns against two baselines."""
+    session = tui_synthetic.events(
+        3,
+        kinds=["incorrect", "full", "full"],
+        baselines=("cuDNN SDPA (torch sdpa)", "FlashInfer prefill (fa3)"),
+    )
+    path = tui_synthetic.write(tmp_path / "attention.jsonl", session)
+    driver = ReplayDriver(read_session(path), speed=100.0, sleep=instant)
+    return WorkbenchApp.for_driver(driver, theme="textual-dark"), driver
+
+
+@pytest.mark.parametrize("columns", [120, 180])
+def test_columns_at_common_widths(attention_app, snap_compare, columns: int) -> None:  # type: ignore[no-untyped-def]
+    # The timing table, the trend caption and the folded messages at the widths a demo runs at.
+    application, driver = attention_app
+    assert snap_compare(application, terminal_size=(columns, 50), run_before=played(driver))
+
+
+@pytest.mark.parametrize("columns", [120, 180])
+def test_a_wrong_turn_at_common_widths(attention_app, snap_compare, columns: int) -> None:  # type: ignore[no-untyped-def]
+    # The verdict of a wrong turn: one correctness line per output.
+    application, driver = attention_app
+    keys = ("left_square_bracket", "left_square_bracket")
+    assert snap_compare(application, terminal_size=(columns, 50), run_before=played(driver, *keys))

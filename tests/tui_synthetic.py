@@ -41,7 +41,7 @@ def kernel_source(turn: int) -> str:
     )
 
 
-def timing(turn: int) -> TimingStage:
+def timing(turn: int, baselines: tuple[str, ...] = ("cublas",)) -> TimingStage:
     candidate_ms = 2.0 / (1 + 0.1 * turn)
     stats = TimingStats(
         name="candidate",
@@ -52,16 +52,37 @@ def timing(turn: int) -> TimingStage:
         max_ms=candidate_ms * 1.05,
         iterations=50,
     )
-    base = TimingStats(
-        name="cublas", median_ms=1.0, p25_ms=0.995, p75_ms=1.005, min_ms=0.99, max_ms=1.02, iterations=50
-    )
+    bases = [
+        TimingStats(
+            name=name,
+            median_ms=1.0 + i / 10,
+            p25_ms=0.995,
+            p75_ms=1.005,
+            min_ms=0.99,
+            max_ms=1.02,
+            iterations=50,
+        )
+        for i, name in enumerate(baselines)
+    ]
     return TimingStage(
         status=Status.passed,
         method="events",
         candidate=stats,
-        baselines=[base],
-        speedup=base.median_ms / candidate_ms,
+        baselines=bases,
+        speedup=bases[0].median_ms / candidate_ms,
     )
+
+
+def incorrect_outputs() -> dict[str, OutputCheck]:
+    """Two outputs failing differently, as attention's O and LSE do: each keeps its own numbers."""
+    return {
+        "O": OutputCheck(
+            name="O", passed=False, max_abs_error=0.5, max_rel_error=5.32e4, matched_ratio=0.991
+        ),
+        "LSE": OutputCheck(
+            name="LSE", passed=False, max_abs_error=11.5, max_rel_error=0.4, matched_ratio=0.0839
+        ),
+    }
 
 
 def result(
@@ -71,6 +92,7 @@ def result(
     ptx: Path | None = None,
     sass: Path | None = None,
     cubin: Path | None = None,
+    baselines: tuple[str, ...] = ("cublas",),
 ) -> EvalResult:
     sha = hashlib.sha256(source.encode()).hexdigest()
     common = {"task": TASK, "target": "hopper", "executor": "synthetic", "source_sha256": sha}
@@ -106,6 +128,17 @@ def result(
             stages=Stages(build=build, static=static),
             **common,
         )
+    if kind == "incorrect":
+        failed = CorrectnessStage(
+            status=Status.incorrect_numerical,
+            trials=[Trial(seed=s, passed=False, outputs=incorrect_outputs()) for s in (1, 2, 3)],
+        )
+        return EvalResult(
+            status=Status.incorrect_numerical,
+            message="synthetic wrong answer",
+            stages=Stages(build=build, static=static, correctness=failed),
+            **common,
+        )
     check = OutputCheck(name="C", passed=True, max_abs_error=0.004, max_rel_error=0.003, matched_ratio=1.0)
     correctness = CorrectnessStage(
         status=Status.passed, trials=[Trial(seed=s, passed=True, outputs={"C": check}) for s in (1, 2, 3)]
@@ -119,7 +152,11 @@ def result(
     return EvalResult(
         status=Status.passed,
         stages=Stages(
-            build=build, static=static, correctness=correctness, dynamic=dynamic, timing=timing(turn)
+            build=build,
+            static=static,
+            correctness=correctness,
+            dynamic=dynamic,
+            timing=timing(turn, baselines),
         ),
         **common,
     )
@@ -131,6 +168,7 @@ def events(
     sass: Path | None = None,
     kinds: list[str] | None = None,
     cubin: Path | None = None,
+    baselines: tuple[str, ...] = ("cublas",),
 ) -> list[Event]:
     kinds = kinds or ["compile_error"] + ["full"] * (turns - 1)
     out: list[Event] = [
@@ -176,7 +214,9 @@ def events(
         )
         ts += 1.0
         out.append(
-            Evaluation(ts=ts, turn=turn, result=result(turn, kinds[turn - 1], source, ptx, sass, cubin))
+            Evaluation(
+                ts=ts, turn=turn, result=result(turn, kinds[turn - 1], source, ptx, sass, cubin, baselines)
+            )
         )
         ts += 0.1
         out.append(

@@ -39,9 +39,10 @@ def message_title(message: Message) -> str:
 
 
 def summary_line(content: str) -> str:
+    # The line count first: a narrow pane cuts the title's end, and the count is what it must keep.
     first = next((line.strip("# ").strip() for line in content.splitlines() if line.strip()), "")
     lines = content.count("\n") + 1
-    return f"{first[:60]}{'…' if len(first) > 60 else ''}  ({lines:,} lines)"
+    return f"{lines:,} lines · {first[:60]}{'…' if len(first) > 60 else ''}"
 
 
 class MessageText(Static):

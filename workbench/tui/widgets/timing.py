@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Label, Sparkline
 
-from workbench.evaluate.result import TimingStats
+from workbench.evaluate.result import EvalResult, TimingStats
 from workbench.tui.model import SessionView
 from workbench.tui.widgets.verdict import status_icon, status_style
 
@@ -36,15 +38,64 @@ def trend_caption(view: SessionView) -> str:
         return "speedup trend: no timed turn yet"
     best_turn, best = max(points, key=lambda p: p[1])
     first, last = points[0][1], points[-1][1]
-    return f"speedup {first:.2f}× → {last:.2f}×, best {best:.2f}× at turn {best_turn}"
+    # No-break spaces keep "(turn 4)" and each speedup whole where a narrow pane wraps the line.
+    return (
+        f"speedup {first:.2f}×\u00a0→\u00a0{last:.2f}× · best\u00a0{best:.2f}×\u00a0(turn\u00a0{best_turn})"
+    )
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    width: int
+    priority: int  # the highest goes first when the pane is too narrow for all
+    least: int | None = None  # a column that may shrink to this (its cells cut with an ellipsis)
+
+
+CELL_PADDING = 2  # DataTable's one cell of padding either side
+
+
+def fitting(columns: list[Column], width: int) -> list[Column]:
+    """The columns that fit in `width` cells, order kept. The least important go first; when the next
+    to go may shrink (down to its `least`), every column that may shrink does so before it goes."""
+    kept = list(columns)
+
+    def over() -> int:
+        return sum(c.width + CELL_PADDING for c in kept) - width
+
+    while len(kept) > 1 and over() > 0:
+        victim = max(kept, key=lambda c: (c.priority, kept.index(c)))
+        if victim.least is not None:
+            for column in sorted((c for c in kept if c.least is not None), key=lambda c: -c.priority):
+                cut = min(over(), column.width - column.least)
+                kept[kept.index(column)] = replace(column, width=column.width - cut)
+            if over() <= 0:
+                break
+            victim = next(c for c in kept if c.key == victim.key)
+        kept.remove(victim)
+    return kept
+
+
+def clip(text: Text, width: int) -> Text:
+    """`text` cut to `width` cells with an ellipsis, never silently."""
+    if text.cell_len <= width:
+        return text
+    clipped = text.copy()
+    clipped.truncate(width, overflow="ellipsis")
+    return clipped
+
+
+def verdict_text(result: EvalResult) -> Text:
+    return Text(f"{status_icon(result.status)} {result.status.value}", style=status_style(result.status))
 
 
 class TimingPane(Vertical):
     ALLOW_MAXIMIZE = True  # `z` zooms the pane
     DEFAULT_CSS = """
     TimingPane > DataTable { height: 1fr; }
-    TimingPane Sparkline { width: 1fr; height: 2; padding: 0 1; }
-    TimingPane #trend-caption { width: 1fr; height: 1; padding: 0 1; color: $text-muted; }
+    TimingPane Sparkline { width: 1fr; height: 2; padding: 0 1; display: none; }
+    TimingPane #trend-caption { width: 1fr; height: auto; padding: 0 1; color: $text-muted; }
     """
 
     def compose(self) -> ComposeResult:
@@ -56,17 +107,42 @@ class TimingPane(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._shown: tuple[object, ...] = ()
+        self._view: SessionView | None = None
+        self._selected: int | None = None
+
+    def on_resize(self) -> None:
+        if self._view is not None:
+            self.show(self._view, self._selected)  # the columns that fit depend on the width
 
     def show(self, view: SessionView, selected: int | None) -> None:
+        self._view, self._selected = view, selected
         table = self.query_one(DataTable)
-        key = tuple((n, id(t.evaluation), t.candidate is not None) for n, t in sorted(view.turns.items()))
-        if key != self._shown:
-            self._shown = key
-            self._rebuild(view, table)
+        width = table.scrollable_content_region.width
+        turns = tuple((n, id(t.evaluation), t.candidate is not None) for n, t in sorted(view.turns.items()))
+        if (turns, width) != self._shown:
+            self._shown = (turns, width)
+            self._rebuild(view, table, width)
         if selected is not None and str(selected) in table.rows:
             table.move_cursor(row=table.get_row_index(str(selected)), animate=False)
 
-    def _rebuild(self, view: SessionView, table: DataTable[object]) -> None:
+    @staticmethod
+    def _columns(view: SessionView, baselines: list[str]) -> list[Column]:
+        """Every column, widest content first measured; speedups and the verdict matter most."""
+        verdicts = [verdict_text(t.evaluation).cell_len for t in view.turns.values() if t.evaluation]
+        columns = [Column("turn", "turn", 4, 0)]
+        for index, name in enumerate(baselines):
+            title = f"× {short(name)}"
+            # The primary speedup may lose its header's end before the verdict goes: its values are short.
+            least = 6 if index == 0 else None
+            columns.append(Column(f"{name}-x", title, max(6, len(title)), 1 if index == 0 else 4, least))
+        columns.append(Column("ms", "ms", 13, 3))
+        columns.append(Column("verdict", "verdict", max([7, *verdicts]), 2, least=8))
+        for name in baselines:
+            title = f"{short(name)} ms"
+            columns.append(Column(f"{name}-ms", title, max(8, len(title)), 5))
+        return columns
+
+    def _rebuild(self, view: SessionView, table: DataTable[object], width: int) -> None:
         baselines: list[str] = []
         for turn in view.turns.values():
             timing = turn.evaluation.stages.timing if turn.evaluation else None
@@ -74,39 +150,42 @@ class TimingPane(Vertical):
                 if baseline.name not in baselines:
                     baselines.append(baseline.name)
         table.clear(columns=True)
-        # Fixed widths: the table reads the same however its rows arrived. Speedups first: they are
-        # what a narrow pane must still show.
-        table.add_column("turn", key="turn", width=4)
-        for name in baselines:
-            table.add_column(f"× {short(name)}", key=f"{name}-x", width=max(7, len(short(name)) + 2))
-        table.add_column("ms", key="ms", width=13)
-        table.add_column("verdict", key="verdict", width=16)
-        for name in baselines:
-            table.add_column(f"{short(name)} ms", key=f"{name}-ms", width=max(8, len(short(name)) + 3))
+        shown = fitting(self._columns(view, baselines), width)
+        for column in shown:
+            table.add_column(clip(Text(column.title), column.width), key=column.key, width=column.width)
         for number, turn in sorted(view.turns.items()):
-            result = turn.evaluation
-            if result is None:
-                pending = Text("…" if turn.candidate else "", style="dim")
-                blanks = [""] * len(baselines)
-                table.add_row(str(number), *blanks, "", pending, *blanks, key=str(number))
-                continue
-            candidate = result.stages.timing.candidate
-            by_name = {b.name: b for b in result.stages.timing.baselines}
-            speedups: list[object] = []
-            baseline_ms: list[object] = []
-            for name in baselines:
-                baseline = by_name.get(name)
-                if baseline is None or candidate is None or candidate.median_ms <= 0:
-                    speedups.append(speedup_text(None))
-                    baseline_ms.append("—")
-                else:
-                    speedups.append(speedup_text(baseline.median_ms / candidate.median_ms))
-                    baseline_ms.append(f"{baseline.median_ms:.4g}")
-            verdict = Text(
-                f"{status_icon(result.status)} {result.status.value}", style=status_style(result.status)
-            )
-            ms = f"{candidate.median_ms:.4g} {spread(candidate)}" if candidate else "—"
-            table.add_row(str(number), *speedups, ms, verdict, *baseline_ms, key=str(number))
-        speedups = [t.speedup or 0.0 for _, t in sorted(view.turns.items()) if t.evaluation is not None]
-        self.query_one(Sparkline).data = speedups
+            cells = self._cells(number, turn.evaluation, turn.candidate is not None, baselines)
+            row = [cells[c.key] for c in shown]
+            table.add_row(*(clip(cell, c.width) for cell, c in zip(row, shown, strict=True)), key=str(number))
+        # Timed turns only: an untimed turn has no speedup (not zero); a trend needs two of them.
+        speedups = [t.speedup for _, t in sorted(view.turns.items()) if t.speedup is not None]
+        sparkline = self.query_one(Sparkline)
+        sparkline.data = speedups
+        sparkline.display = len(speedups) > 1
         self.query_one("#trend-caption", Label).update(trend_caption(view))
+
+    @staticmethod
+    def _cells(
+        number: int, result: EvalResult | None, has_candidate: bool, baselines: list[str]
+    ) -> dict[str, Text]:
+        cells = {"turn": Text(str(number))}
+        if result is None:
+            blank = {key: Text("") for name in baselines for key in (f"{name}-x", f"{name}-ms")}
+            return {
+                **cells,
+                **blank,
+                "ms": Text(""),
+                "verdict": Text("…" if has_candidate else "", style="dim"),
+            }
+        candidate = result.stages.timing.candidate
+        by_name = {b.name: b for b in result.stages.timing.baselines}
+        for name in baselines:
+            baseline = by_name.get(name)
+            if baseline is None or candidate is None or candidate.median_ms <= 0:
+                cells[f"{name}-x"], cells[f"{name}-ms"] = speedup_text(None), Text("—")
+            else:
+                cells[f"{name}-x"] = speedup_text(baseline.median_ms / candidate.median_ms)
+                cells[f"{name}-ms"] = Text(f"{baseline.median_ms:.4g}")
+        cells["ms"] = Text(f"{candidate.median_ms:.4g} {spread(candidate)}" if candidate else "—")
+        cells["verdict"] = verdict_text(result)
+        return cells

@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from workbench.evaluate.request import Progress
-from workbench.evaluate.result import EvalResult, Status
+from workbench.evaluate.result import EvalResult, OutputCheck, Status
 from workbench.tui.artifacts import first_error_line
 from workbench.tui.families import families_for
 
@@ -76,16 +76,12 @@ def static_evidence(result: EvalResult) -> str:
     return static.message or f"required {family} missing from the SASS"
 
 
-def correctness_evidence(result: EvalResult) -> str:
-    stage = result.stages.correctness
-    if stage.status == Status.not_run:
-        return stage.message
-    passed = sum(1 for t in stage.trials if t.passed)
-    checks = [c for t in stage.trials for c in t.outputs.values()]
+def output_evidence(name: str, checks: list[OutputCheck]) -> str:
+    """One output's worst errors over the trials: each number is this output's, never another's."""
     worst_abs = max((c.max_abs_error for c in checks if c.max_abs_error is not None), default=None)
     worst_rel = max((c.max_rel_error for c in checks if c.max_rel_error is not None), default=None)
     matched = min((c.matched_ratio for c in checks if c.matched_ratio is not None), default=None)
-    parts = [f"{passed}/{len(stage.trials)} trials"]
+    parts = []
     if worst_abs is not None:
         parts.append(f"max abs err {worst_abs:.3g}")
     if worst_rel is not None:
@@ -95,7 +91,23 @@ def correctness_evidence(result: EvalResult) -> str:
     failing = [c.reason for c in checks if not c.passed and c.reason]
     if failing:
         parts.append(failing[0])
-    return " · ".join(parts)
+    return f"{name}: {' · '.join(parts) or 'checked'}"
+
+
+def correctness_evidence(result: EvalResult) -> str:
+    stage = result.stages.correctness
+    if stage.status == Status.not_run:
+        return stage.message
+    passed = sum(1 for t in stage.trials if t.passed)
+    by_output: dict[str, list[OutputCheck]] = {}
+    for trial in stage.trials:
+        for name, check in trial.outputs.items():
+            by_output.setdefault(name, []).append(check)
+    lines = [output_evidence(name, checks) for name, checks in by_output.items()]
+    head = f"{passed}/{len(stage.trials)} trials"
+    if len(lines) == 1:
+        return f"{head} · {lines[0]}"
+    return "\n".join([head, *lines])
 
 
 def dynamic_evidence(result: EvalResult) -> str:
