@@ -11,6 +11,7 @@ import re
 from functools import cache
 
 from workbench.evaluate.sass import FAMILIES
+from workbench.evaluate.source_text import without_comments
 
 # family -> SASS opcode alternatives, from the static tier's own table.
 _SASS: dict[str, str] = {family: "|".join(sorted(ops)) for family, ops in FAMILIES.items()}
@@ -85,31 +86,13 @@ def _needles(language: str, target: str) -> tuple[str, ...]:
     return _PTX_NEEDLES
 
 
-# A string or character literal (kept: inline asm lives in strings), or a comment (blanked).
-_LITERAL_OR_COMMENT = re.compile(
-    r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.DOTALL
-)
-
-
-def _blank_comment(match: re.Match[str]) -> str:
-    found = match.group(0)
-    if found[0] in "\"'":
-        return found
-    return re.sub(r"[^\n]", " ", found)  # same length and lines: offsets still count lines
-
-
-def code_only(text: str) -> str:
-    """C/C++ or PTX text with its comments blanked out: a comment quoting an instruction marks nothing."""
-    return _LITERAL_OR_COMMENT.sub(_blank_comment, text)
-
-
 def mark_lines(text: str, language: str, target: str) -> dict[int, str]:
     """0-based line number -> family, for every line holding one of the target's family instructions."""
     pattern = _pattern(language, target)
     if pattern is None:
         return {}
     if language in ("cuda", "ptx"):
-        text = code_only(text)
+        text = without_comments(text)  # a comment quoting an instruction marks nothing
     found: dict[int, int] = {}  # line -> its start offset
     for needle in _needles(language, target):
         position = text.find(needle)
