@@ -29,6 +29,12 @@ IPC_HANDLE_BYTES = 64
 CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
 
 
+class _IpcHandle(ctypes.Structure):
+    """CUipcMemHandle: 64 opaque bytes, passed by value to cuIpcOpenMemHandle."""
+
+    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+
+
 class ExchangeError(RuntimeError):
     """An export that cannot be read: forged, out of range, or its process is gone."""
 
@@ -60,17 +66,17 @@ class _Driver:
         return base.value, size.value
 
     def export(self, base: int) -> bytes:
-        handle = (ctypes.c_char * IPC_HANDLE_BYTES)()
-        self.check(self.lib.cuIpcGetMemHandle(handle, ctypes.c_uint64(base)), "cuIpcGetMemHandle")
-        return bytes(handle)
+        handle = _IpcHandle()
+        self.check(self.lib.cuIpcGetMemHandle(ctypes.byref(handle), ctypes.c_uint64(base)), "cuIpcGetMemHandle")
+        return ctypes.string_at(ctypes.addressof(handle), IPC_HANDLE_BYTES)
 
     def open(self, handle: bytes) -> int:
         if len(handle) != IPC_HANDLE_BYTES:
             raise ExchangeError(f"an IPC handle has {IPC_HANDLE_BYTES} bytes, not {len(handle)}")
         pointer = ctypes.c_uint64()
-        raw = (ctypes.c_char * IPC_HANDLE_BYTES).from_buffer_copy(handle)
+        raw = _IpcHandle.from_buffer_copy(handle)
         self.check(
-            self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(pointer), raw, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+            self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(pointer), raw, ctypes.c_uint(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)),
             "cuIpcOpenMemHandle",
         )
         return pointer.value
