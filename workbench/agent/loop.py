@@ -44,6 +44,7 @@ from workbench.session.events import (
     SessionEnd,
     SessionStart,
 )
+from workbench.session.listings import carry
 from workbench.session.log import SessionRead, SessionWriter, kept_through
 from workbench.tasks import resolve_task
 from workbench.tasks.targets import get_target
@@ -364,7 +365,9 @@ class MiniPTXAgent:
         async for item in self._evaluate(turn, candidate.source, result_box):
             yield item
         result = result_box[0]
-        yield self._write(writer, Evaluation(turn=turn, result=result))
+        # The PTX and SASS travel with the session, so a replay anywhere shows them.
+        listings = await asyncio.to_thread(carry, result)
+        yield self._write(writer, Evaluation(turn=turn, result=result, listings=listings))
         text = feedback.for_result(result, turn, self.config, candidate)
         yield self._write(writer, Message(turn=turn, role="user", content=text, source="workbench"))
         if target_met(result, self.config.target_speedup):

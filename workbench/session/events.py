@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from workbench.evaluate.result import EvalResult
+from workbench.session.listings import Listings
 
 SESSION_SCHEMA = "ptxwb.session"
 SESSION_SCHEMA_VERSION = 1
@@ -69,6 +70,9 @@ class Candidate(_Event):
 class Evaluation(_Event):
     type: Literal["evaluation"] = "evaluation"
     result: EvalResult
+    listings: Listings | None = Field(
+        default=None, description="the build's PTX and SASS, compressed (absent in older sessions)"
+    )
 
 
 class Control(_Event):

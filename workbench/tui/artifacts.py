@@ -1,10 +1,10 @@
 """The documents of the code pane for one turn: CUDA source, PTX, SASS and the diff to the previous turn.
 
-PTX and SASS come from the build artefacts an evaluation recorded; a session replayed on another
-machine usually lacks them, and the pane says so instead of guessing. Reading and parsing a listing
-happens in a worker, never on the UI thread: a tab asks for it, says "loading" meanwhile, and the
-screen shows the listing once it is ready. An evaluation that kept a cubin but no SASS dump has its
-cubin disassembled the same way when the SASS tab asks for it.
+PTX and SASS come, in this order, from the session itself (the evaluation event carries them,
+compressed), from the build folder the evaluation recorded, from its cubin (disassembled here), or
+from a rebuild here that is shown only when it provably is the recorded code. Reading, unpacking,
+disassembling and rebuilding happen in a worker, never on the UI thread: a tab says what is under
+way meanwhile, and the screen shows the listing once it is ready.
 """
 
 from __future__ import annotations
@@ -12,20 +12,22 @@ from __future__ import annotations
 import asyncio
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Literal
 
 from workbench.evaluate.result import EvalResult, Status
 from workbench.evaluate.sass import disassemble
 from workbench.evaluate.toolchain import find_tool
 from workbench.tui.document import CodeDocument
 from workbench.tui.model import TurnView
+from workbench.tui.rebuild import can_rebuild
+from workbench.tui.rebuild import rebuild as rebuild_here
 
 DocumentMaker = Callable[[], CodeDocument]
-# Asks for a cubin to be disassembled (by `ArtifactCache.disassemble`, in a worker).
-DisassemblyRequest = Callable[[Path], None]
-# Asks for a listing (path, language, what) to be read and parsed (by `ArtifactCache.load`, in a worker).
-LoadRequest = Callable[[Path, str, str], None]
+# Runs a slow job (read, unpack, disassemble, rebuild) in a worker, then shows what it kept.
+RunJob = Callable[[Callable[[], Awaitable[None]]], None]
+Language = Literal["ptx", "sass"]
 
 # nvcc: "kernel.cu(123): error: …"; clang-style: "kernel.cu:123:4: error: …".
 _ERROR_LINE = re.compile(r"(?:\((\d+)\)|:(\d+)(?::\d+)?):\s*(?:fatal\s+)?error", re.IGNORECASE)
@@ -43,98 +45,140 @@ def first_error_line(result: EvalResult | None) -> int | None:
 
 
 class ArtifactCache:
-    """Parsed listings by path and modification time, so going back to a turn costs nothing."""
+    """The PTX and SASS documents of turns, parsed once and kept, so going back to a turn costs nothing.
 
-    def __init__(
-        self, request_load: LoadRequest, request_disassembly: DisassemblyRequest, size: int = 16
-    ) -> None:
+    A listing comes from the session (carried, compressed), from the build folder the evaluation
+    recorded, from its cubin (disassembled here), or from a rebuild here checked against the
+    recording, in that order. Slow work is a job the screen runs in a worker (`run_job`); the tab
+    says what is under way meanwhile, and the screen shows the listing when the job is done.
+    """
+
+    def __init__(self, run_job: RunJob, size: int = 32) -> None:
         self._size = size
-        self._documents: dict[tuple[str, str, float], CodeDocument] = {}
-        self._request_load = request_load
-        self._request_disassembly = request_disassembly
-        self._loading: set[str] = set()
-        self._disassembling: set[str] = set()
+        self._documents: dict[tuple[object, ...], CodeDocument] = {}
+        self._run_job = run_job
+        self._running: set[tuple[object, ...]] = set()
 
-    def _keep(self, key: tuple[str, str, float], document: CodeDocument) -> None:
+    def _keep(self, key: tuple[object, ...], document: CodeDocument) -> None:
         if len(self._documents) >= self._size:
             self._documents.pop(next(iter(self._documents)))
         self._documents[key] = document
 
-    def listing(
-        self, path: str | None, language: str, target: str, what: str, result: EvalResult | None
-    ) -> CodeDocument:
+    def _start(self, key: tuple[object, ...], job: Callable[[], Awaitable[None]]) -> None:
+        """Run `job` once for `key` (it keeps the document; a failure is kept as a document too)."""
+        if key in self._running:
+            return
+        self._running.add(key)
+
+        async def run() -> None:
+            try:
+                await job()
+            finally:
+                self._running.discard(key)
+
+        self._run_job(run)
+
+    # --- the two listing tabs ----------------------------------------------------------------------
+
+    def listings(self, turn: TurnView, target: str, *, rebuild: bool = True) -> dict[str, DocumentMaker]:
+        """Makers of the PTX and SASS tabs' documents; `rebuild=False` never starts nvcc."""
+        return {
+            "ptx": lambda: self.ptx(turn, target, rebuild=rebuild),
+            "sass": lambda: self.sass(turn, target, rebuild=rebuild),
+        }
+
+    def prefetch(self, turn: TurnView, target: str) -> None:
+        """Ask for a verdict's PTX and SASS ahead of time (reading only), so showing them is instant."""
+        for make in self.listings(turn, target, rebuild=False).values():
+            make()
+
+    def ptx(self, turn: TurnView, target: str, *, rebuild: bool = True) -> CodeDocument:
+        result = turn.evaluation
         if result is None:
-            return CodeDocument.missing(f"no {what} yet: this turn has not been built")
+            return CodeDocument.missing("no PTX yet: this turn has not been built")
+        if turn.listings is not None and turn.listings.ptx is not None:
+            return self._carried(turn, "ptx", target)
+        path = result.stages.build.ptx_path
         if path is None:
             if result.stages.build.status not in (Status.passed, Status.not_run):
-                return CodeDocument.missing(
-                    f"no {what}: the build stopped ({result.stages.build.status.value})"
-                )
-            return CodeDocument.missing(f"{what} not available: this evaluation kept none")
-        file = Path(path)
+                return CodeDocument.missing(f"no PTX: the build stopped ({result.stages.build.status.value})")
+            return CodeDocument.missing("PTX not available: this evaluation kept none")
+        if Path(path).exists():
+            return self._file(Path(path), "ptx", target, "PTX")
+        return self._rebuilt(
+            turn, "ptx", target, f"PTX not available on this machine (recorded at {path})", rebuild
+        )
+
+    def sass(self, turn: TurnView, target: str, *, rebuild: bool = True) -> CodeDocument:
+        """The SASS dump the evaluation kept, else its cubin disassembled, else a checked rebuild."""
+        result = turn.evaluation
+        if result is None:
+            return CodeDocument.missing("no SASS yet: this turn has not been built")
+        if turn.listings is not None and turn.listings.sass is not None:
+            return self._carried(turn, "sass", target)
+        sass_path, cubin_path = result.stages.static.sass_path, result.stages.build.cubin_path
+        if sass_path is not None and Path(sass_path).exists():
+            return self._file(Path(sass_path), "sass", target, "SASS")
+        if cubin_path is not None and Path(cubin_path).exists():
+            return self._disassembled(Path(cubin_path), target, sass_path)
+        if result.stages.build.status not in (Status.passed, Status.not_run):
+            return CodeDocument.missing(f"no SASS: the build stopped ({result.stages.build.status.value})")
+        if sass_path is None and cubin_path is None:
+            return CodeDocument.missing("SASS not available: this evaluation kept no SASS dump and no cubin")
+        dump = "its SASS dump is not on this machine" if sass_path else "this evaluation kept no SASS dump"
+        recorded = f"recorded at {cubin_path}" if cubin_path else f"recorded at {sass_path}"
+        return self._rebuilt(
+            turn, "sass", target, f"SASS not available: {dump}, nor its cubin ({recorded})", rebuild
+        )
+
+    # --- where a listing comes from ------------------------------------------------------------------
+
+    def _carried(self, turn: TurnView, which: Language, target: str) -> CodeDocument:
+        assert turn.listings is not None
+        listings = turn.listings
+        key = ("carried", id(listings), which, target)
+        found = self._documents.get(key)
+        if found is not None:
+            return found
+
+        async def unpack() -> None:
+            text = await asyncio.to_thread(listings.text, which)
+            document = await asyncio.to_thread(CodeDocument.from_text, text or "", which, target)
+            self._keep(key, document)
+
+        self._start(key, unpack)
+        return CodeDocument.missing(f"unpacking the {which.upper()} this session carries …")
+
+    def _file(self, file: Path, language: Language, target: str, what: str) -> CodeDocument:
         try:
             stamp = file.stat().st_mtime
         except OSError:
-            return CodeDocument.missing(f"{what} not available on this machine (recorded at {path})")
-        found = self._documents.get((path, language, stamp))
+            return CodeDocument.missing(f"{what} not available on this machine (recorded at {file})")
+        key = (str(file), language, stamp, target)
+        found = self._documents.get(key)
         if found is not None:
             return found
-        if path not in self._loading:
-            self._loading.add(path)
-            self._request_load(file, language, what)
-        return CodeDocument.missing(f"loading {what} from {path} …")
 
-    async def load(self, file: Path, language: str, target: str, what: str) -> None:
-        """Read and parse a listing in a thread and keep it, or why there is none, for `listing`."""
-        try:
-            try:
-                stamp = file.stat().st_mtime
-            except OSError:
-                return  # gone meanwhile: `listing` says so
+        async def load() -> None:
             document = await asyncio.to_thread(_read_listing, file, language, target, what)
-            # Kept even when unreadable, so showing the tab again does not start it again.
-            self._keep((str(file), language, stamp), document)
-        finally:
-            self._loading.discard(str(file))
+            self._keep(key, document)  # kept even when unreadable: showing the tab again does not retry
 
-    def sass(self, result: EvalResult | None, target: str) -> CodeDocument:
-        """The SASS dump the evaluation kept, else its cubin disassembled (asked for, shown when done)."""
-        sass_path = result.stages.static.sass_path if result else None
-        cubin_path = result.stages.build.cubin_path if result else None
-        if cubin_path is None or sass_path is not None and Path(sass_path).is_file():
-            if result is not None and sass_path is None and result.stages.build.status == Status.passed:
-                return CodeDocument.missing(
-                    "SASS not available: this evaluation kept no SASS dump and no cubin"
-                )
-            return self.listing(sass_path, "sass", target, "SASS", result)
+        self._start(key, load)
+        return CodeDocument.missing(f"loading {what} from {file} …")
+
+    def _disassembled(self, cubin: Path, target: str, sass_path: str | None) -> CodeDocument:
         dump = "its SASS dump is not on this machine" if sass_path else "this evaluation kept no SASS dump"
-        cubin = Path(cubin_path)
-        try:
-            stamp = cubin.stat().st_mtime
-        except OSError:
-            return CodeDocument.missing(
-                f"SASS not available: {dump}, nor its cubin (recorded at {cubin_path})"
-            )
-        found = self._documents.get((cubin_path, "sass", stamp))
+        key = (str(cubin), "sass", cubin.stat().st_mtime, target)
+        found = self._documents.get(key)
         if found is not None:
             return found
         if find_tool("cuobjdump") is None:
             return CodeDocument.missing(
                 f"SASS not available: {dump}, and no cuobjdump was found to disassemble its cubin "
-                f"{cubin_path} (install the CUDA toolkit or nvidia-cuda-cuobjdump)"
+                f"{cubin} (install the CUDA toolkit or nvidia-cuda-cuobjdump)"
             )
-        if cubin_path not in self._disassembling:
-            self._disassembling.add(cubin_path)
-            self._request_disassembly(cubin)
-        return CodeDocument.missing(f"{dump}: disassembling its cubin {cubin_path} with cuobjdump …")
 
-    async def disassemble(self, cubin: Path, target: str) -> None:
-        """Disassemble `cubin` and keep its listing, or why there is none, for `sass` to return."""
-        try:
-            try:
-                stamp = cubin.stat().st_mtime
-            except OSError:
-                return  # gone meanwhile: `sass` says so
+        async def run() -> None:
             try:
                 found = await disassemble(cubin)
             except OSError as exc:
@@ -142,13 +186,47 @@ class ArtifactCache:
             else:
                 if found.text is None:
                     document = CodeDocument.missing(f"SASS not available: {found.error}")
-                else:
-                    # A large listing takes a moment to split and mark: not on the UI thread.
+                else:  # a large listing takes a moment to split and mark: not on the UI thread
                     document = await asyncio.to_thread(CodeDocument.from_text, found.text, "sass", target)
-            # Kept even when it failed, so showing the tab again does not start it again.
-            self._keep((str(cubin), "sass", stamp), document)
-        finally:
-            self._disassembling.discard(str(cubin))
+            self._keep(key, document)
+
+        self._start(key, run)
+        return CodeDocument.missing(f"{dump}: disassembling its cubin {cubin} with cuobjdump …")
+
+    def _rebuilt(
+        self, turn: TurnView, which: Language, target: str, missing: str, rebuild: bool
+    ) -> CodeDocument:
+        """The recorded candidate built here, shown once it is provably the recorded code."""
+        result, candidate = turn.evaluation, turn.candidate
+        assert result is not None
+        cubin_sha = turn.listings.cubin_sha256 if turn.listings else None
+        if candidate is None or cubin_sha is None and not result.stages.static.kernels:
+            return CodeDocument.missing(missing)  # nothing to check a rebuild against
+        if not can_rebuild():
+            return CodeDocument.missing(
+                f"{missing}; with nvcc and cuobjdump here it would be rebuilt and shown"
+            )
+        key = ("rebuilt", candidate.sha256, which, target)
+        found = self._documents.get(key)
+        if found is not None:
+            return found
+        if not rebuild:
+            return CodeDocument.missing(missing)
+
+        async def run() -> None:
+            built = await rebuild_here(candidate.source, target, result.stages.static, cubin_sha)
+            for language, text in (("ptx", built.ptx), ("sass", built.sass)):
+                document = (
+                    CodeDocument.missing(f"{missing}; {built.why_not}")
+                    if text is None
+                    else await asyncio.to_thread(CodeDocument.from_text, text, language, target)
+                )
+                self._keep(("rebuilt", candidate.sha256, language, target), document)
+
+        self._start(("rebuilt", candidate.sha256, target), run)  # one rebuild gives both tabs
+        return CodeDocument.missing(f"{missing}: rebuilding it here with nvcc to show it …")
+
+    # --- a turn's four tabs ------------------------------------------------------------------------
 
     def documents(
         self, turn: TurnView, previous_source: str | None, target: str, pending: str | None = None
@@ -166,22 +244,9 @@ class ArtifactCache:
 
         return {
             "cuda": cuda,
-            **self.listings(turn.evaluation, target),
+            **self.listings(turn, target),
             "diff": lambda: diff_document(turn.number, source, previous_source),
         }
-
-    def listings(self, result: EvalResult | None, target: str) -> dict[str, DocumentMaker]:
-        """Makers of the PTX and SASS tabs' documents, the listings of files the evaluation kept."""
-        ptx_path = result.stages.build.ptx_path if result else None
-        return {
-            "ptx": lambda: self.listing(ptx_path, "ptx", target, "PTX", result),
-            "sass": lambda: self.sass(result, target),
-        }
-
-    def prefetch(self, result: EvalResult, target: str) -> None:
-        """Ask for a verdict's PTX and SASS ahead of time, so showing them is instant."""
-        self.listing(result.stages.build.ptx_path, "ptx", target, "PTX", result)
-        self.listing(result.stages.static.sass_path, "sass", target, "SASS", result)
 
 
 def _read_listing(file: Path, language: str, target: str, what: str) -> CodeDocument:
@@ -190,13 +255,6 @@ def _read_listing(file: Path, language: str, target: str, what: str) -> CodeDocu
     except OSError as exc:
         return CodeDocument.missing(f"{what} not readable: {exc.strerror}")
     return CodeDocument.from_text(text, language, target)
-
-
-def tabs_reading(result: EvalResult, path: Path) -> list[str]:
-    """The code pane's tabs whose listing, for this evaluation, comes from `path` (a listing or a cubin)."""
-    build, static = result.stages.build, result.stages.static
-    reads = {"ptx": [build.ptx_path], "sass": [static.sass_path, build.cubin_path]}
-    return [tab for tab, paths in reads.items() if str(path) in paths]
 
 
 def diff_document(number: int, source: str | None, previous_source: str | None) -> CodeDocument:

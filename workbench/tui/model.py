@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from workbench.evaluate.request import Progress
 from workbench.evaluate.result import EvalResult
 from workbench.session.events import Candidate, Control, Evaluation, Event, Message, SessionEnd, SessionStart
+from workbench.session.listings import Listings
 
 
 @dataclass
@@ -19,6 +20,7 @@ class TurnView:
     messages: list[Message] = field(default_factory=list)
     candidate: Candidate | None = None
     evaluation: EvalResult | None = None
+    listings: Listings | None = None  # the evaluation's PTX and SASS, when the session carries them
     controls: list[Control] = field(default_factory=list)
     progress: list[Progress] = field(default_factory=list)
 
@@ -63,10 +65,10 @@ class SessionView:
             turn.messages.append(event)
         elif isinstance(event, Candidate):
             turn.candidate = event
-            turn.evaluation = None
+            turn.evaluation = turn.listings = None
             turn.progress.clear()
         elif isinstance(event, Evaluation):
-            turn.evaluation = event.result
+            turn.evaluation, turn.listings = event.result, event.listings
         elif isinstance(event, Control):
             turn.controls.append(event)
         return turn.number

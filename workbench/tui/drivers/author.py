@@ -18,6 +18,7 @@ from workbench.agent.items import EvalProgress
 from workbench.errors import UserError
 from workbench.evaluate.request import EvalRequest, Executor, Progress
 from workbench.session.events import Candidate, Evaluation, Event, SessionEnd, SessionStart
+from workbench.session.listings import carry
 from workbench.session.log import SessionWriter
 from workbench.tui.drivers.base import Driver, Sink
 
@@ -141,7 +142,9 @@ class AuthorDriver(Driver):
             result = await self.executor.evaluate(request, progress)
         finally:
             self.evaluating = False
-        await self._emit(Evaluation(turn=turn, result=result))
+        await self._emit(
+            Evaluation(turn=turn, result=result, listings=await asyncio.to_thread(carry, result))
+        )
         sink.state_changed()
 
     async def _emit(self, event: Event) -> None:

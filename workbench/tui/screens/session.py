@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -35,7 +35,7 @@ from workbench.paths import runs_dir
 from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
 from workbench.session.log import fork_session, kept_through, read_session
 from workbench.tui import keymap
-from workbench.tui.artifacts import ArtifactCache, first_error_line, tabs_reading
+from workbench.tui.artifacts import ArtifactCache, first_error_line
 from workbench.tui.drivers.base import Driver, Item
 from workbench.tui.drivers.live import LiveDriver
 from workbench.tui.model import SessionView
@@ -66,7 +66,7 @@ class SessionScreen(Screen[None]):
         self.driver = driver
         self.view = SessionView()
         self.selected: int | None = None  # None: follow the latest turn
-        self.artifacts = ArtifactCache(self._load_listing, self._disassemble)
+        self.artifacts = ArtifactCache(self._run_listing_job)
         self._shown_key: tuple[object, ...] | None = None
         self._answer_open = False
 
@@ -136,7 +136,8 @@ class SessionScreen(Screen[None]):
             self._show_turn()
         if isinstance(event, Evaluation):
             self.query_one(TimingPane).show(self.view, self.shown_turn)
-            self.artifacts.prefetch(event.result, self.target)
+            if touched is not None:
+                self.artifacts.prefetch(self.view.turn(touched), self.target)
         if isinstance(event, SessionEnd):
             self.refresh_bindings()
         self._refresh_header()
@@ -152,25 +153,17 @@ class SessionScreen(Screen[None]):
         self.query_one(TimingPane).show(self.view, self.shown_turn)
         self._refresh_header()
 
-    @work(name="listing", group="listing")
-    async def _load_listing(self, path: Path, language: str, what: str) -> None:
-        await self.artifacts.load(path, language, self.target, what)
-        self._listing_ready(path)
+    def _run_listing_job(self, job: Callable[[], Awaitable[None]]) -> None:
+        self.run_worker(self._listing_job(job), name="listing", group="listing")
 
-    @work(name="disassemble", group="disassemble")
-    async def _disassemble(self, cubin: Path) -> None:
-        await self.artifacts.disassemble(cubin, self.target)
-        self._listing_ready(cubin)
-
-    def _listing_ready(self, path: Path) -> None:
-        # A tab said "loading" or "disassembling": show the listing if its turn is still the one shown.
+    async def _listing_job(self, job: Callable[[], Awaitable[None]]) -> None:
+        await job()
+        # A tab said "loading", "disassembling" or "rebuilding": show what is ready for the turn shown.
         number = self.shown_turn
-        result = self.view.turn(number).evaluation if number is not None else None
-        if result is None:
-            return
-        makers = self.artifacts.listings(result, self.target)
-        for tab in tabs_reading(result, path):
-            self.query_one(CodePane).replace(tab, makers[tab])
+        if number is not None:
+            code = self.query_one(CodePane)
+            for tab, maker in self.artifacts.listings(self.view.turn(number), self.target).items():
+                code.update_placeholder(tab, maker)
 
     def state_changed(self) -> None:
         self._refresh_header()

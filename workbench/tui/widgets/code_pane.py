@@ -57,6 +57,11 @@ class CodePane(Vertical):
         if self.active == key:
             self._build(key)
 
+    def update_placeholder(self, key: str, maker: DocumentMaker) -> None:
+        """A listing that is now ready, for a tab that waits for it (a shown listing stays as it is)."""
+        if key in self._pending or self.view(key).document.unavailable:
+            self.replace(key, maker)
+
     def _build(self, key: str) -> None:
         maker = self._pending.pop(key, None)
         if maker is None:
@@ -71,6 +76,8 @@ class CodePane(Vertical):
 
     @staticmethod
     def _summary(key: str, document: CodeDocument) -> str:
+        if document.unavailable:
+            return TABS[key]  # the view below says why, wrapped to the pane
         hint = "  n/N: next/previous marked line" if document.marks else ""
         return f"{TABS[key]} · {document.summary()}{hint}"
 

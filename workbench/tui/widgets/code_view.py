@@ -7,6 +7,7 @@ and a tinted background; `n` / `N` jump between them.
 
 from __future__ import annotations
 
+import textwrap
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -137,9 +138,11 @@ class CodeView(ScrollView, can_focus=True):
         base = self.rich_style
         doc = self.document
         if doc.unavailable:
-            if y == 1:
+            # Wrapped to the pane: a path at the end of the reason is never cut off.
+            lines = textwrap.wrap(doc.unavailable, max(10, width - 4), break_on_hyphens=False)
+            if 1 <= y <= len(lines):
                 style = base + self.get_component_rich_style("code-view--missing")
-                return Strip([Segment(f"  {doc.unavailable}", style)]).extend_cell_length(width, base)
+                return Strip([Segment(f"  {lines[y - 1]}", style)]).extend_cell_length(width, base)
             return Strip.blank(width, base)
         if index >= len(doc.lines):
             return Strip.blank(width, base)
