@@ -153,3 +153,36 @@ async def test_quit_mid_run_asks_first_and_keeps_the_session(tmp_path: Path) -> 
     assert not app.is_running
     end = read_session(tmp_path / "live.jsonl").events[-1]
     assert isinstance(end, SessionEnd) and end.reason == "stopped_by_person"
+
+
+async def test_skip_on_the_last_turn_says_so_and_shows_the_kernel_not_judged(tmp_path: Path) -> None:
+    from workbench.session.events import Message
+
+    kernel = "__global__ void k() {}\n"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([f"Here.\n\n```cuda\n{kernel}```\n"]))
+    agent = MiniPTXAgent(
+        task="gemm_n7168_k5120",
+        target="hopper",
+        model=ScriptedModel(script),
+        executor=make_executor("static", tmp_path / "cache"),
+        out=tmp_path / "live.jsonl",
+        config=AgentConfig(turns=1, pack=False),
+    )
+    driver = LiveDriver(agent, pace="step")
+    app = WorkbenchApp.for_driver(driver, theme="textual-dark")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "paused")
+        await pilot.press("s")
+        await until(pilot, lambda: driver.state == "awaiting approval")
+        await pilot.press("k")
+        await until(pilot, lambda: driver.end is not None)
+        await pilot.pause()
+        cuda = app.screen.query_one(CodePane).document("cuda")
+        assert cuda.lines == [kernel.rstrip("\n")]
+        assert cuda.summary().startswith("skipped by the person, not judged")
+    feedback = [e for e in read_session(tmp_path / "live.jsonl").events if isinstance(e, Message)][-1]
+    assert (
+        feedback.content.strip()
+        == "Turn 1: the person chose not to evaluate this kernel. That was the last turn."
+    )

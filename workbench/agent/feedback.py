@@ -43,4 +43,6 @@ def no_code(turn: int, config: AgentConfig) -> str:
 
 
 def skipped(turn: int, config: AgentConfig) -> str:
-    return render("skipped.md", turn=turn, turns_left=max(config.turns - turn, 0))
+    left = max(config.turns - turn, 0)
+    after = f"Write the next version. {left} turns left." if left else "That was the last turn."
+    return render("skipped.md", turn=turn, next=after)

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal
 
+from workbench.agent.extract import extract_kernel
 from workbench.evaluate.result import EvalResult, Status
 from workbench.evaluate.sass import disassemble
 from workbench.evaluate.toolchain import find_tool
@@ -238,9 +239,18 @@ class ArtifactCache:
         source = turn.candidate.source if turn.candidate else pending
 
         def cuda() -> CodeDocument:
-            if source is None:
-                return CodeDocument.missing("no candidate yet in this turn")
-            return CodeDocument.from_text(source, "cuda", target)
+            if source is not None:
+                return CodeDocument.from_text(source, "cuda", target)
+            if any(c.action == "skip" for c in turn.controls):
+                # Nothing was judged; the kernel the model wrote is still worth reading.
+                answers = [m.content for m in turn.messages if m.role == "assistant"]
+                written = extract_kernel(answers[-1]) if answers else None
+                if written is None:
+                    return CodeDocument.missing(f"turn {turn.number} was skipped: nothing was built or judged")
+                document = CodeDocument.from_text(written, "cuda", target)
+                document.note = "skipped by the person, not judged: the model's kernel"
+                return document
+            return CodeDocument.missing("no candidate yet in this turn")
 
         return {
             "cuda": cuda,

@@ -43,6 +43,7 @@ class CodeDocument:
     lines: list[str]
     marks: dict[int, str] = field(default_factory=dict)
     unavailable: str = ""
+    note: str = ""  # said before the line count: what the listing is, when it is not the plain thing
     width: int = 0
     _shown: dict[int, str] = field(default_factory=dict, repr=False)
 
@@ -90,6 +91,7 @@ class CodeDocument:
     def summary(self) -> str:
         if self.unavailable:
             return self.unavailable
-        parts = [f"{len(self.lines):,} lines"]
+        parts = [self.note] if self.note else []
+        parts.append(f"{len(self.lines):,} lines")
         parts += [f"{TAGS.get(f, f)} ×{n}" for f, n in sorted(self.family_counts().items())]
         return " · ".join(parts)
