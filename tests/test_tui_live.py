@@ -198,9 +198,10 @@ async def test_human_model_writes_in_the_editor(tmp_path: Path, cache: Path) -> 
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, EditorScreen))
         assert driver.state == "your turn"
+        # The task's own signature, not an unrelated example.
         assert (
-            "run_impl" in app.screen.query_one(CudaEditor).text
-            or "TVM_FFI" in app.screen.query_one(CudaEditor).text
+            "void run(tvm::ffi::TensorView A,\n         tvm::ffi::TensorView B,"
+            in app.screen.query_one(CudaEditor).text
         )
         app.screen.query_one(CudaEditor).text = broken_kernel()
         await pilot.press("ctrl+s")

@@ -25,11 +25,9 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
 
-from workbench.agent.extract import extract_kernel
 from workbench.agent.items import EvalProgress, ModelRetry, TextDelta
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import resumed
-from workbench.agent.prompts import template
 from workbench.errors import UserError
 from workbench.paths import runs_dir
 from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
@@ -42,17 +40,12 @@ from workbench.tui.model import SessionView
 from workbench.tui.replay import ReplayDelta
 from workbench.tui.screens.dialogs import ConfirmScreen, EditorScreen, PromptScreen
 from workbench.tui.screens.help import HelpScreen
+from workbench.tui.starter import starter_kernel
 from workbench.tui.widgets.code_pane import CodePane
 from workbench.tui.widgets.conversation import ConversationPane
 from workbench.tui.widgets.header import HeaderFacts, SessionHeader
 from workbench.tui.widgets.timing import TimingPane
 from workbench.tui.widgets.verdict import VerdictPane
-
-
-def abi_example() -> str | None:
-    """The ABI example's kernel: where a person's first turn starts."""
-    return extract_kernel(template("abi_example.md"))
-
 
 PANES = {"conversation": "Conversation", "code": "Code", "verdict": "Verdict", "timing": "Timing"}
 
@@ -306,7 +299,7 @@ class SessionScreen(Screen[None]):
         human = driver.human
         assert human is not None
         previous = self.view.turn(self.view.latest_turn).candidate if self.view.latest_turn else None
-        starting = previous.source if previous else (abi_example() or "")
+        starting = previous.source if previous else starter_kernel(driver.agent.task.definition)
         context = human.messages[-1].content if human.messages else ""
         self._answer_open = True
 
