@@ -92,7 +92,7 @@ class _RemoteBytes:
         self.__cuda_array_interface__ = {
             "shape": (nbytes,),
             "typestr": "|u1",
-            "data": (pointer, True),
+            "data": (pointer, False),  # torch takes no read-only flag; the copy is read once, at once
             "version": 3,
             "strides": None,
         }

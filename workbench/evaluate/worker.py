@@ -390,10 +390,11 @@ class Session:
             tool.go()
         if tool is None:
             return None
-        # A hang here hangs under memcheck too: give it no more than the call had.
-        limit = self.call_s if status == "timeout" else self.timeouts["sanitize_s"]
+        # Memcheck gets its full time where it decides (a pass) or explains (a crash); a hang hangs under
+        # memcheck too, and any other failure is already a verdict: there it gets no more than a call.
+        limit = self.timeouts["sanitize_s"] if status in ("passed", "runtime_error") else self.call_s
         if not tool.wait(limit):
-            return None if status == "timeout" else f"memcheck gave no answer within {limit:g} s (not judged)"
+            return None if status != "passed" else f"memcheck gave no answer within {limit:g} s (not judged)"
         return memcheck_message(tool.report(), self.source, self.smallest_spec["axes"])
 
     def _timing(self, warmup: int, iterations: int) -> dict:
