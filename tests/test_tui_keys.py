@@ -186,3 +186,50 @@ async def test_skip_on_the_last_turn_says_so_and_shows_the_kernel_not_judged(tmp
         feedback.content.strip()
         == "Turn 1: the person chose not to evaluate this kernel. That was the last turn."
     )
+
+
+async def test_o_on_a_human_turn_evaluates_the_persons_own_file(tmp_path: Path) -> None:
+    from workbench.agent.models import make_model
+    from workbench.session.events import Candidate
+    from workbench.tui.drivers.live import TuiHuman
+    from workbench.tui.screens.dialogs import EditorScreen, PromptScreen
+
+    mine = tmp_path / "mine.cu"
+    mine.write_text("#include <cublas_v2.h>\n// my own kernel, judged at once (banned)\n")
+    human = TuiHuman()
+    agent = MiniPTXAgent(
+        task="gemm_n7168_k5120",
+        target="hopper",
+        model=make_model("human", human=human),
+        executor=make_executor("static", tmp_path / "cache"),
+        out=tmp_path / "live.jsonl",
+        config=AgentConfig(turns=1, pack=False),
+    )
+    driver = LiveDriver(agent, pace="auto", human=human)
+    app = WorkbenchApp.for_driver(driver, theme="textual-dark")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, EditorScreen))
+        await pilot.press("escape")  # not the built-in editor: a file of my own
+        assert driver.state == "your turn"
+        await pilot.press("o")
+        assert isinstance(app.screen, PromptScreen)
+        app.screen.query_one("#prompt-input").value = str(mine)  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await until(pilot, lambda: driver.end is not None)
+    candidate = next(e for e in read_session(tmp_path / "live.jsonl").events if isinstance(e, Candidate))
+    assert candidate.source.strip() == mine.read_text().strip()
+
+
+async def test_the_palette_lists_the_screens_actions_before_anything_is_typed(tmp_path: Path) -> None:
+    from textual.command import CommandPalette
+    from textual.widgets import OptionList
+
+    app, driver = replay_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        options = app.screen.query_one(OptionList)
+        await until(pilot, lambda: options.option_count > 5)
+        prompts = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+        assert any(p.startswith("Seek back") for p in prompts) and any(p.startswith("Fork") for p in prompts)

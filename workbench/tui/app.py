@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from textual.app import App
-from textual.command import Hit, Hits, Provider
+from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 
 from workbench.tui import keymap
@@ -17,23 +17,27 @@ from workbench.tui.screens.session import SessionScreen
 class SessionCommands(Provider):
     """Every action of the session screen that is possible now, by name, in the command palette."""
 
-    async def search(self, query: str) -> Hits:
+    def _possible(self) -> list[tuple[Screen[object], keymap.Action, str]]:
         screen = self.screen
         if not isinstance(screen, SessionScreen):
-            return
+            return []
+        return [
+            (screen, entry, f"{entry.title} ({keymap.key_label(entry.keys)})")
+            for entry in keymap.for_mode(screen.driver.mode)
+            if screen.check_action(entry.action.split("(")[0], ())
+        ]
+
+    async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for entry in keymap.for_mode(screen.driver.mode):
-            name = entry.action.split("(")[0]
-            if not screen.check_action(name, ()):
-                continue
-            text = f"{entry.title} ({keymap.key_label(entry.keys)})"
+        for screen, entry, text in self._possible():
             score = max(matcher.match(text), matcher.match(entry.help))
             if score > 0:
                 yield Hit(score, matcher.highlight(text), _runner(screen, entry.action), help=entry.help)
 
     async def discover(self) -> Hits:
-        async for hit in self.search(""):
-            yield hit
+        # Listed as soon as the palette opens, beside Textual's own commands.
+        for screen, entry, text in self._possible():
+            yield DiscoveryHit(text, _runner(screen, entry.action), help=entry.help)
 
 
 def _runner(screen: Screen[object], action: str) -> Callable[[], object]:

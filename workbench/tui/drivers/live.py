@@ -164,7 +164,7 @@ class LiveDriver(Driver):
     def hint(self) -> str:
         state = self.state
         return {
-            "your turn": "your turn: e opens the editor, ctrl+s there submits your kernel",
+            "your turn": "your turn: e opens the editor (ctrl+s there submits) · o evaluates your own file",
             "awaiting approval": "r runs it · e edits it · o evaluates your file · k skips · X stops",
             "paused": "s runs one turn · a runs on · m adds a message first",
             "auto": "space pauses before the next turn · m adds a message",
@@ -179,8 +179,8 @@ class LiveDriver(Driver):
     def can(self, action: str) -> bool:
         if self.end is not None:
             return action in ENDED_ACTIONS
-        if action == "edit" and self.human is not None and self.human.waiting:
-            return True
+        if action in ("edit", "override") and self.human is not None and self.human.waiting:
+            return True  # the person's turn: write it in the editor, or evaluate a file of their own
         if action in REVIEW_ACTIONS:
             return self.approver.waiting == "review"
         return action in RUNNING_ACTIONS

@@ -50,6 +50,11 @@ from workbench.tui.widgets.verdict import VerdictPane
 PANES = {"conversation": "Conversation", "code": "Code", "verdict": "Verdict", "timing": "Timing"}
 
 
+def cuda_answer(source: str) -> str:
+    """A person's kernel as the `human` model's answer: one cuda block, as the loop extracts it."""
+    return f"```cuda\n{source.rstrip()}\n```\n"
+
+
 class SessionScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = keymap.bindings()
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (110, "-wide")]
@@ -306,7 +311,7 @@ class SessionScreen(Screen[None]):
         def done(text: str | None) -> None:
             self._answer_open = False
             if text is not None:
-                human.answer(f"```cuda\n{text.rstrip()}\n```\n")
+                human.answer(cuda_answer(text))
 
         turn = driver.approver.turn or 1
         self.app.push_screen(EditorScreen(starting, f"Your kernel for turn {turn}", context=context), done)
@@ -355,7 +360,10 @@ class SessionScreen(Screen[None]):
             if not text.strip():
                 self.notify(f"{path} is empty", severity="error")
                 return
-            driver.submit_override(text, str(path))
+            if driver.human is not None and driver.human.waiting:
+                driver.human.answer(cuda_answer(text))  # the person's turn: their file is the answer
+            else:
+                driver.submit_override(text, str(path))
 
         self.app.push_screen(
             PromptScreen("Override", "Evaluate this .cu file instead of the candidate:", "", "kernel.cu"),
