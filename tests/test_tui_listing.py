@@ -122,3 +122,12 @@ def test_marks_count_code_only_never_a_comment_quoting_an_instruction() -> None:
     assert document.summary() == "5 lines · GMMA ×1 · MBAR ×1"
     ptx = "\t// wgmma.mma_async in a comment\n\twgmma.fence.sync.aligned;\n\twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f1}, %rd1, %rd2, p, 1, 1, 1, 1;\n"
     assert mark_lines(ptx, "ptx", "hopper") == {2: "GMMA"}
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt is not installed")
+def test_sass_functions_are_named_as_in_the_source() -> None:
+    text = (Path(__file__).resolve().parent / "data" / "tui" / "families_probe.sm_90a.sass").read_text()
+    document = CodeDocument.from_text(text, "sass", "hopper")
+    headers = [line.strip() for line in document.lines if "Function" in line]
+    assert headers == ["Function : families_probe(float*, unsigned long, unsigned long)"]
+    assert len(document.lines) == len(CodeDocument.from_text(text, "sass", "").lines)  # lines stay put

@@ -6,6 +6,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from workbench.evaluate.demangle import demangle
 from workbench.tui.families import TAGS, mark_lines
 
 # cuobjdump prints each instruction's encoding as a trailing comment and a second comment-only
@@ -15,6 +16,15 @@ from workbench.tui.families import TAGS, mark_lines
 _SASS_ENCODING_ONLY = re.compile(r"\n[ \t]*/\*[ \t]*0x[0-9a-fA-F]+[ \t]*\*/[ \t]*(?=\n)")
 _SASS_ENCODING_TAIL = re.compile(r"[ \t]*/\*[ \t]*0x[0-9a-fA-F]+[ \t]*\*/[ \t]*$")
 _SASS_ADDRESS = re.compile(r"^[ \t]+(/\*[0-9a-fA-F]{4,}\*/)[ \t]+(@!?U?P[0-7T][ \t]+)?")
+
+
+_FUNCTION = re.compile(r"^([ \t]*Function[ \t]*:[ \t]*)(\S+)[ \t]*$", re.MULTILINE)
+
+
+def readable_functions(text: str) -> str:
+    """`Function : _ZN…` headers with the kernel's C++ name, as the build and the verdict name it."""
+    names = demangle([match.group(2) for match in _FUNCTION.finditer(text)])
+    return _FUNCTION.sub(lambda m: m.group(1) + names.get(m.group(2), m.group(2)), text)
 
 
 def without_encodings(text: str) -> str:
@@ -50,7 +60,7 @@ class CodeDocument:
     @classmethod
     def from_text(cls, text: str, language: str, target: str = "") -> CodeDocument:
         if language == "sass":
-            text = without_encodings(text)  # tabs too are expanded line by line, when shown
+            text = readable_functions(without_encodings(text))  # tabs are expanded line by line, when shown
         else:
             text = text.expandtabs(4)
         marks = mark_lines(text, language, target) if target else {}
