@@ -156,7 +156,7 @@ FAULTS: dict[str, tuple[str, str, Callable[[dict], bool]]] = {
     "device_trap": ("correctness", "runtime_error", _message_has("CUDA error")),
     "infinite_loop": ("correctness", "timeout", _message_has("killed")),
     "host_exit": ("correctness", "runtime_error", _message_has("exited with status 0")),
-    "cached_result": ("correctness", "incorrect_numerical", _message_has("trial 2")),
+    "cached_result": ("correctness", "runtime_error", _message_has("trial 2", "no GPU kernel")),
     "private_stream": ("correctness", "runtime_error", _message_has("another stream")),
     "token_wgmma": ("dynamic", "low_tensor_share", _message_has("the math happens elsewhere")),
     "unexecuted_wgmma": ("dynamic", "dynamic_not_executed", _message_has("no thread executed")),
@@ -272,9 +272,12 @@ def test_content_caching_never_wins_timing(runner: Runner, libraries) -> None:
     honest = evaluate(runner, libraries["wgmma_gemm"], spec_for())
     caching = evaluate(runner, libraries["content_cache"], spec_for())
     print("honest", honest["timing"]["message"], "caching", caching["timing"]["message"])
-    assert honest["timing"]["status"] == caching["timing"]["status"] == "passed"
-    assert caching["timing"]["speedup"] < 1.3 * honest["timing"]["speedup"]
-    assert all(trial["passed"] for trial in caching["timing"]["checked_calls"])
+    assert honest["timing"]["status"] == "passed"
+    if caching["timing"]["status"] == "passed":
+        assert caching["timing"]["speedup"] < 1.3 * honest["timing"]["speedup"]
+        assert all(trial["passed"] for trial in caching["timing"]["checked_calls"])
+    else:  # reading its inputs on the host to key the cache is time the GPU trace does not show
+        assert caching["timing"]["status"] == "wall_clock_mismatch", caching["timing"]
 
 
 def test_after_both_corpora_the_same_worker_passes_a_real_wgmma_gemm(runner: Runner, libraries) -> None:

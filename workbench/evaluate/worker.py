@@ -390,9 +390,11 @@ class Session:
             tool.go()
         if tool is None:
             return None
-        # Memcheck gets its full time where it decides (a pass) or explains (a crash); a hang hangs under
-        # memcheck too, and any other failure is already a verdict: there it gets no more than a call.
-        limit = self.timeouts["sanitize_s"] if status in ("passed", "runtime_error") else self.call_s
+        # Memcheck gets its full time where it decides (a pass) or explains (a crash). A hang hangs under
+        # memcheck too (it has run beside the call all along: one more second), and any other failure is
+        # already a verdict: there it gets no more than a call.
+        limits = {"passed": self.timeouts["sanitize_s"], "runtime_error": self.timeouts["sanitize_s"], "timeout": 1.0}
+        limit = limits.get(status, self.call_s)
         if not tool.wait(limit):
             return None if status != "passed" else f"memcheck gave no answer within {limit:g} s (not judged)"
         return memcheck_message(tool.report(), self.source, self.smallest_spec["axes"])
