@@ -3,6 +3,7 @@
 #   tests       the GPU tests (fault corpus, hostile corpus, honest kernels through every tier)
 #   costs       benchmarks/integrity_costs.py (references: stage costs, speedups against 2026-11-29)
 #   pm          benchmarks/pm_sampling_probe.py (can tensor work be counted in the timed process?)
+#   sessions    the shipped sessions recorded again (scripted models under references/scripts/)
 # Run from the checkout root after installing the GPU wheels (see shared/tools/device-wheels).
 set -u
 out=${OUT:-/tmp/integrity_h200}
@@ -19,6 +20,15 @@ for step in "$@"; do
       timeout "${COSTS_S:-400}" python3 benchmarks/integrity_costs.py "$out/integrity_costs.json" >"$out/integrity_costs.log" 2>&1
       echo "costs exit $?" | tee -a "$out/summary.log"
       tail -20 "$out/integrity_costs.log" | tee -a "$out/summary.log" ;;
+    sessions)
+      ptxwb=(python3 -c 'from workbench.cli.main import main; main()')
+      timeout 150 "${ptxwb[@]}" run --task gemm_n7168_k5120 --model scripted:references/scripts/gemm_ladder.json \
+        --turns 4 --target-speedup 5 --executor local --headless --out "$out/gemm_n7168_k5120_ladder_h200.jsonl" >"$out/sessions.log" 2>&1
+      echo "ladder exit $?" | tee -a "$out/summary.log"
+      timeout 120 "${ptxwb[@]}" run --task mha_with_lse_d128_causal --model scripted:references/scripts/mha_causal_fix.json \
+        --turns 2 --target-speedup 5 --executor local --headless --out "$out/mha_with_lse_d128_causal_fix_h200.jsonl" >>"$out/sessions.log" 2>&1
+      echo "attention exit $?" | tee -a "$out/summary.log"
+      tail -12 "$out/sessions.log" | tee -a "$out/summary.log" ;;
     pm)
       timeout 120 python3 benchmarks/pm_sampling_probe.py >"$out/pm_sampling.log" 2>&1
       echo "pm probe exit $?" | tee -a "$out/summary.log"
