@@ -122,8 +122,10 @@ class TimingPane(Vertical):
         if (turns, width) != self._shown:
             self._shown = (turns, width)
             self._rebuild(view, table, width)
-        if selected is not None and str(selected) in table.rows:
-            table.move_cursor(row=table.get_row_index(str(selected)), animate=False)
+        # The cursor on the turn shown: the latest while following, so the newest row stays in view.
+        shown = selected if selected is not None else view.latest_turn
+        if shown is not None and str(shown) in table.rows:
+            table.move_cursor(row=table.get_row_index(str(shown)), animate=False)
 
     @staticmethod
     def _columns(view: SessionView, baselines: list[str]) -> list[Column]:
