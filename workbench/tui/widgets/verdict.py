@@ -58,7 +58,7 @@ def build_evidence(result: EvalResult) -> str:
         parts.append(
             f"{kernel.registers if kernel.registers is not None else '?'} regs"
             + (f", {spills} B spilled" if spills else "")
-            + (f", {kernel.shared_bytes:,} B smem" if kernel.shared_bytes else "")
+            + (f", {kernel.shared_bytes:,} B static smem" if kernel.shared_bytes else "")
         )
     more = f" (+{len(build.resources) - 2} kernels)" if len(build.resources) > 2 else ""
     cache = " · cached" if build.cache_hit else ""
