@@ -54,7 +54,7 @@ def row(task: str, result, wall_s: float) -> dict:
     }
 
 
-async def evaluate_all(cache: Path) -> dict:
+async def evaluate_all(cache: Path, only: str | None) -> dict:
     from workbench.evaluate.local_executor import LocalExecutor
     from workbench.evaluate.request import EvalRequest
 
@@ -63,6 +63,8 @@ async def evaluate_all(cache: Path) -> dict:
     try:
         for sanitize in (True, False):
             for task, path in REFERENCES.items():
+                if only and only not in task:
+                    continue
                 if not sanitize and task not in ("gemm_n7168_k5120", "mha_bwd_d128"):
                     continue
                 for attempt in range(2 if sanitize else 1):
@@ -142,6 +144,7 @@ def compare(report: dict) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
+    parser.add_argument("--only", help="only the references whose task name contains this")
     args = parser.parse_args()
     cache = Path(os.environ.get("PTXWB_CACHE", "/tmp/ptxwb-cache"))
     report: dict = {
@@ -154,8 +157,8 @@ def main() -> None:
             check=False,
         ).stdout.strip(),
     }
-    report.update(asyncio.run(evaluate_all(cache)))
-    report["dynamic_alone"] = asyncio.run(dynamic_alone(cache))
+    report.update(asyncio.run(evaluate_all(cache, args.only)))
+    report["dynamic_alone"] = [] if args.only else asyncio.run(dynamic_alone(cache))
     report["speedups"] = compare(report)
     args.out.write_text(json.dumps(report, indent=1))
     print("\ntask                        before   now     ratio   beyond-build (warm, gate on)")

@@ -13,11 +13,11 @@ echo "# integrity_h200: $(date -u +%FT%TZ), git ${PTXWB_GIT_SHA:-?}, $(nvidia-sm
 for step in "$@"; do
   case "$step" in
     tests)
-      timeout "${TESTS_S:-420}" python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/gpu/test_gpu_eval.py ${PYTEST_ARGS:-} >"$out/gpu_tests.log" 2>&1
+      timeout "${TESTS_S:-420}" python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/gpu/test_gpu_eval.py ${PYTEST_K:+-k "$PYTEST_K"} >"$out/gpu_tests.log" 2>&1
       echo "gpu tests exit $?" | tee -a "$out/summary.log"
       grep -E 'PASSED|FAILED|ERROR|passed|failed' "$out/gpu_tests.log" | tail -45 | tee -a "$out/summary.log" ;;
     costs)
-      timeout "${COSTS_S:-400}" python3 benchmarks/integrity_costs.py "$out/integrity_costs.json" >"$out/integrity_costs.log" 2>&1
+      timeout "${COSTS_S:-400}" python3 benchmarks/integrity_costs.py "$out/integrity_costs.json" ${COSTS_ONLY:+--only "$COSTS_ONLY"} >"$out/integrity_costs.log" 2>&1
       echo "costs exit $?" | tee -a "$out/summary.log"
       tail -20 "$out/integrity_costs.log" | tee -a "$out/summary.log" ;;
     sessions)

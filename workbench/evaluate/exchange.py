@@ -84,6 +84,14 @@ class _Driver:
     def close(self, pointer: int) -> None:
         self.lib.cuIpcCloseMemHandle(ctypes.c_uint64(pointer))
 
+    def warm_stream_ordered_pool(self, nbytes: int = 64 << 20) -> None:
+        """One allocation from the device's default stream-ordered pool (what cudaMallocAsync draws on):
+        the driver sets the pool up on first use, opening what it needs, before a sandbox forbids it."""
+        pointer = ctypes.c_uint64()
+        self.check(self.lib.cuMemAllocAsync(ctypes.byref(pointer), ctypes.c_size_t(nbytes), None), "cuMemAllocAsync")
+        self.check(self.lib.cuMemFreeAsync(pointer, None), "cuMemFreeAsync")
+        self.check(self.lib.cuStreamSynchronize(None), "cuStreamSynchronize")
+
 
 class _RemoteBytes:
     """`nbytes` of device memory at `pointer`, seen by torch through the CUDA array interface."""
@@ -138,6 +146,13 @@ class Exporter:
         flat = torch.frombuffer(mapping, dtype=torch.uint8, count=size)
         tensor = flat[: nbytes_of(shape, dtype)].view(dtype).view(shape)
         return tensor, {"kind": "cpu", "name": name, "offset": 0}
+
+    def warm(self) -> None:
+        """What the candidate's process must have set up before its doors close."""
+        if self.device != "cpu":
+            if self._driver is None:
+                self._driver = _Driver.load()
+            self._driver.warm_stream_ordered_pool()
 
     def close(self) -> None:
         for path in self._files:

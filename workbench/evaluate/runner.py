@@ -158,6 +158,7 @@ class Runner:
         self.flush = torch.empty(l2_flush_bytes(self.device), dtype=torch.uint8, device=self.device)
         self.marker = torch.zeros(1, dtype=torch.int32, device=self.device)
         self.marker.add_(1)
+        self.exporter.warm()
         self.synchronize()
         sandboxed = sandbox.available()
         if sandboxed:
