@@ -38,10 +38,8 @@ def trend_caption(view: SessionView) -> str:
         return "speedup trend: no timed turn yet"
     best_turn, best = max(points, key=lambda p: p[1])
     first, last = points[0][1], points[-1][1]
-    # No-break spaces keep "(turn 4)" and each speedup whole where a narrow pane wraps the line.
-    return (
-        f"speedup {first:.2f}×\u00a0→\u00a0{last:.2f}× · best\u00a0{best:.2f}×\u00a0(turn\u00a0{best_turn})"
-    )
+    # Two short lines: each fits the narrowest pane whole, where one long line was cut.
+    return f"speedup {first:.2f}× → {last:.2f}×\nbest {best:.2f}× at turn {best_turn}"
 
 
 @dataclass(frozen=True)
