@@ -91,7 +91,7 @@ def verdict_text(result: EvalResult) -> Text:
 class TimingPane(Vertical):
     ALLOW_MAXIMIZE = True  # `z` zooms the pane
     DEFAULT_CSS = """
-    TimingPane > DataTable { height: 1fr; }
+    TimingPane > DataTable { height: 1fr; overflow-x: hidden; }
     TimingPane Sparkline { width: 1fr; height: 2; padding: 0 1; display: none; }
     TimingPane #trend-caption { width: 1fr; height: auto; padding: 0 1; color: $text-muted; }
     """
@@ -115,7 +115,9 @@ class TimingPane(Vertical):
     def show(self, view: SessionView, selected: int | None) -> None:
         self._view, self._selected = view, selected
         table = self.query_one(DataTable)
-        width = table.scrollable_content_region.width
+        # The columns are fitted to the width, so the table never scrolls sideways; room is kept for
+        # the vertical scrollbar, which appears only once the rows overflow.
+        width = table.size.width - table.styles.gutter.width - table.styles.scrollbar_size_vertical
         turns = tuple((n, id(t.evaluation), t.candidate is not None) for n, t in sorted(view.turns.items()))
         if (turns, width) != self._shown:
             self._shown = (turns, width)
