@@ -140,9 +140,8 @@ HOSTILES: dict[str, tuple[tuple[str, ...], int | None, str, str, Callable[[dict]
             "patch_comparison": ("correctness", "incorrect_numerical", _message_has("trial 1")),
             "patch_timing": ("correctness", "tampered", _message_has("KernelTrace.raw")),
             "forge_records": ("timing", "wall_clock_mismatch", _message_has("worker's clock")),
-            # Its kernels vanish from the trace: the marker check or the no-kernel check fails it (seen: the
-            # second, on the H200, 2026-12-01).
-            "cupti_off": ("correctness", "runtime_error", _message_has("no GPU kernel")),
+            # Its kernels vanish from the trace, and so does the marker launched after its call.
+            "cupti_off": ("correctness", "tampered", _message_has("marker")),
             "cupti_flush": ("correctness", "tampered", _message_has("marker")),
             "forge_reply": ("correctness", "tampered", _message_has("candidate wrote")),
             "escape": ("correctness", "incorrect_numerical", _message_has("trial 1")),

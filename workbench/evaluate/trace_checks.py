@@ -142,8 +142,8 @@ def call_problem(trace: Attributed, own: set[str] | None) -> tuple[str, str] | N
             f"the candidate's process ran {len(trace.stray)} piece(s) of GPU work outside its call "
             f"(first: {trace.stray[0]}): work launched by another thread or left running is not allowed"
         )
-    marker = trace.labelled("marker")
-    if not marker or not all(w.kernels for w in marker):
+    markers = trace.labelled("marker") + trace.labelled("readback")
+    if len(markers) < 2 or not all(w.kernels for w in markers):
         return (
             "tampered",
             "the kernel trace lost the harness's marker kernel: CUPTI was switched off or flushed",
