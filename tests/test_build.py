@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.build_support import KERNELS, build_kernel, needs_nvcc, session_cache
-from workbench.evaluate.build import ALLOWED_IMPORT, build, compile_source, first_errors, parse_ptxas
+from workbench.evaluate.build import build, compile_source, first_errors, parse_ptxas
+from workbench.evaluate.link_policy import import_allowed
 from workbench.evaluate.render import short_kernel
 from workbench.evaluate.result import Status
 from workbench.tasks import get_target
@@ -166,10 +167,48 @@ def test_hidden_vendor_symbol_is_caught_at_the_link(cache: Path) -> None:
         ("cudnnCreate", False),
         ("_ZN7cutlass4gemm6device4GemmE", False),
         ("my_helper_in_another_library", False),
+        # Doors into the process or past it, whatever the source looked like.
+        ("dlopen@GLIBC_2.34", False),
+        ("dlsym@GLIBC_2.34", False),
+        ("dl_iterate_phdr@GLIBC_2.2.5", False),
+        ("_r_debug@GLIBC_2.2.5", False),
+        ("getauxval@GLIBC_2.16", False),
+        ("syscall@GLIBC_2.2.5", False),
+        ("ptrace@GLIBC_2.2.5", False),
+        ("process_vm_writev@GLIBC_2.15", False),
+        ("fork@GLIBC_2.2.5", False),
+        ("execve@GLIBC_2.2.5", False),
+        ("posix_spawn@GLIBC_2.15", False),
+        ("mprotect@GLIBC_2.2.5", False),
+        ("fopen@GLIBC_2.2.5", False),
+        ("getenv@GLIBC_2.2.5", False),
+        ("environ@GLIBC_2.2.5", False),
+        ("pthread_create@GLIBC_2.34", False),
+        ("_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_deleteIS1_EEPFvvE@GLIBCXX_3.4.22", False),
+        ("_ZNSt13basic_filebufIcSt11char_traitsIcEE4openEPKcSt13_Ios_Openmode@GLIBCXX_3.4", False),
+        ("cudaGetExportTable@libcudart.so.13", False),
+        ("cuProfilerStop", False),
+        ("TVMFFIFunctionGetGlobal", False),
+        ("TVMFFIEnvRegisterCAPI", False),
+        ("PyRun_SimpleString", False),
+        ("malloc@GLIBC_2.2.5", True),
+        ("__printf_chk@GLIBC_2.3.4", True),
+        ("expf@GLIBC_2.27", True),
+        ("TVMFFIErrorSetRaisedFromCStr", True),
     ],
 )
 def test_allowed_imports(symbol: str, allowed: bool) -> None:
-    assert bool(ALLOWED_IMPORT.search(symbol)) == allowed
+    assert import_allowed(symbol) == allowed
+
+
+@needs_nvcc
+def test_a_system_call_in_host_assembly_is_banned(tmp_path: Path) -> None:
+    head, export, tail = (KERNELS / "abi_example.cu").read_text().rpartition("TVM_FFI_DLL_EXPORT_TYPED_FUNC")
+    door = 'static long door() { long r; asm volatile("syscall" : "=a"(r) : "a"(39)); return r; }\n'
+    source = head + door + "long (*volatile keep)() = door;\n" + export + tail
+    stage = asyncio.run(compile_source(source, get_target("hopper"), 300, tmp_path))
+    assert stage.status == Status.banned, stage.message
+    assert "system call instruction" in stage.message
 
 
 def test_ptxas_error_keeps_the_ptx_it_cites(cache: Path) -> None:

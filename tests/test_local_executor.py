@@ -1,27 +1,27 @@
-"""The `local` executor on a machine without a GPU: build and static run here, the worker answers that
-there is no GPU, and the GPU tiers are reported as not run (never as passed)."""
+"""The `local` executor on a machine without a GPU: asking for it is bad input, said in one line before
+anything is built, by the library and by `ptxwb eval` (exit 2)."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from build_support import needs_nvcc
 
+from workbench.errors import UserError
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import EvalRequest, Progress
-from workbench.evaluate.result import Status
 from workbench.evaluate.worker import list_gpus
 
 KERNEL = Path(__file__).parent / "gpu" / "kernels" / "wgmma_gemm.cu"
-
-
-@needs_nvcc
-@pytest.mark.skipif(
+pytestmark = pytest.mark.skipif(
     bool(list_gpus()), reason="this machine has a GPU: tests/gpu covers the local executor there"
 )
-def test_without_a_gpu_the_gpu_tiers_are_not_run(tmp_path: Path) -> None:
+
+
+def test_without_a_gpu_the_local_executor_is_refused_before_any_build(tmp_path: Path) -> None:
     executor = make_executor("local", tmp_path / "builds")
     events: list[Progress] = []
 
@@ -32,16 +32,18 @@ def test_without_a_gpu_the_gpu_tiers_are_not_run(tmp_path: Path) -> None:
         finally:
             await executor.close()
 
-    result = asyncio.run(go())
-    assert result.executor == "local"
-    assert result.stages.build.status == Status.passed and result.stages.static.status == Status.passed
-    for stage in (result.stages.correctness, result.stages.dynamic, result.stages.timing):
-        assert stage.status == Status.not_run and stage.message.startswith("no GPU on")
-    assert result.status == Status.not_run
-    assert [(e.stage, e.state) for e in events][::2] == [
-        ("build", "started"),
-        ("static", "started"),
-        ("correctness", "started"),
-        ("dynamic", "started"),
-        ("timing", "started"),
-    ]
+    with pytest.raises(UserError, match="no NVIDIA GPU on this machine"):
+        asyncio.run(go())
+    assert events == []
+    assert not (tmp_path / "builds").exists()
+
+
+def test_ptxwb_eval_local_without_a_gpu_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "from workbench.cli.main import main; main()", "eval", str(KERNEL),
+         "--task", "gemm_n7168_k5120", "--executor", "local"],
+        capture_output=True, text=True, timeout=300, check=False, env={"PTXWB_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no NVIDIA GPU" in lines[0] and "Traceback" not in done.stderr

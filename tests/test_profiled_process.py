@@ -1,4 +1,5 @@
-"""The file protocol between the worker and the ncu run it starts ahead of a candidate, on this machine.
+"""The file protocol between the worker and the ncu run it starts ahead of a candidate, on this machine
+(compute-sanitizer's run is the same `ToolProcess`).
 
 Nsight Compute cannot profile here (no GPU), so `stand_in_ncu.py` plays its part: it takes ncu's
 command line, does what the profiled child does with the files in its work folder, and writes the raw
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from workbench.evaluate.child import wait_for
 from workbench.evaluate.profile import parse_raw_csv
-from workbench.evaluate.profiled_process import ProfiledProcess
+from workbench.evaluate.tool_process import ProfiledProcess
 
 DATA = Path(__file__).parent / "data" / "ncu"
 STAND_IN = r"""
@@ -23,7 +24,7 @@ import sys, time
 from pathlib import Path
 args = sys.argv[1:]
 log = Path(args[args.index("--log-file") + 1])
-workdir = Path(args[args.index("profile") + 1])
+workdir = Path(args[args.index("once") + 1])
 (workdir / "ready").touch()
 while not (workdir / "request.json").exists():
     time.sleep(0.01)

@@ -1,20 +1,54 @@
-"""Timing arithmetic that needs no GPU: the summary statistics, speed of light, the message."""
+"""Timing, judged in the worker from raw records: statistics, the datasheet speed of light as a failing
+status, foreign and stray work, the marker kernels, and the worker's own clock against the trace."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 
-from workbench.evaluate.gpu_spec import gpu_spec, profile_workload
+from workbench.evaluate.baselines import make_baselines
+from workbench.evaluate.gpu_spec import gpu_spec, smallest_workload
 from workbench.evaluate.timing import (
-    MAX_ITERATIONS,
-    make_baselines,
+    PEAKS,
+    device_peaks,
     speed_of_light_ms,
     summarize,
     timed_iterations,
     timing_message,
+    timing_stage,
 )
+from workbench.evaluate.trace_checks import attribute
 from workbench.tasks import Catalogue, get_target
+from workbench.tasks.devices import DEVICES
+
+OWN, BLAS, MARK = "own_kernel", "nvjet_sm90_tst", "marker_kernel"
+SPEC = {"flops": 2.0 * 8192 * 7168 * 5120, "min_bytes": 2.0 * (8192 * 5120 + 7168 * 5120 + 8192 * 7168)}
+
+
+def trace(candidate_ms: list[float], baseline_ms: list[float], extra: list | None = None, marker: bool = True) -> dict:
+    """A timed loop's raw records: rounds of marker, candidate call, baseline call."""
+    windows, kernels, launches = [], [], {}
+    clock, correlation = 0, 0
+
+    def launch(label: str, name: str, ms: float) -> None:
+        nonlocal clock, correlation
+        correlation += 1
+        windows.append([label, clock, clock + 10, None])
+        launches[str(correlation)] = clock + 1
+        kernels.append([name, clock + 5, clock + 5 + int(ms * 1e6), correlation, 7, [1, 1, 1], [1, 1, 1], 0, 0, 0])
+        clock += int(ms * 1e6) + 1000
+
+    for c, b in zip(candidate_ms, baseline_ms, strict=True):
+        if marker:
+            launch("marker", MARK, 0.001)
+        launch("call:candidate", OWN, c)
+        launch("call:0", BLAS, b)
+    kernels += extra or []
+    return {"method": "cupti", "windows": windows, "kernels": kernels, "launches": launches, "copies": []}
+
+
+def stage_for(candidate_ms, baseline_ms, walls=None, **kw) -> dict:
+    walls = walls or {"candidate": [c + 0.05 for c in candidate_ms], "0": [b + 0.05 for b in baseline_ms]}
+    return timing_stage(attribute(trace(candidate_ms, baseline_ms, **kw)), walls, {"0": "cuBLAS"}, SPEC, {OWN}, "NVIDIA H200")
 
 
 def test_summary_has_median_quartiles_and_extremes() -> None:
@@ -24,35 +58,67 @@ def test_summary_has_median_quartiles_and_extremes() -> None:
     assert stats["iterations"] == 5 and stats["kernels"] == ["k1", "k2"]
 
 
-def test_speed_of_light_is_the_larger_of_compute_and_memory_time() -> None:
-    ceilings = {"tensor_tflops": 800.0, "bandwidth_tbps": 4.0}
-    assert speed_of_light_ms(8e11, 4e6, ceilings) == pytest.approx(1.0)  # compute-bound: 1 ms vs 0.001 ms
-    assert speed_of_light_ms(8e5, 4e9, ceilings) == pytest.approx(1.0)  # memory-bound
-    assert speed_of_light_ms(None, None, ceilings) is None
+def test_an_honest_loop_gives_medians_speedup_and_the_datasheet_bound() -> None:
+    stage = stage_for([1.0, 1.1, 0.9], [0.8, 0.8, 0.8])
+    assert stage["status"] == "passed", stage["message"]
+    assert stage["candidate"]["median_ms"] == pytest.approx(1.0, rel=1e-3)
+    assert stage["speedup"] == pytest.approx(0.8, rel=1e-3)
+    assert stage["speed_of_light_ms"] == pytest.approx(SPEC["flops"] / 989.4e12 * 1e3)
+    assert "H200 datasheet" in stage["message"] and "speedup 0.800x" in stage["message"]
 
 
-def test_the_message_flags_a_result_faster_than_light() -> None:
-    stage = {
-        "candidate": summarize("candidate", [0.5, 0.5, 0.5]),
-        "baselines": [summarize("cuBLAS (torch.matmul)", [1.0, 1.0, 1.0])],
-        "speedup": 2.0,
-        "tflops": 1600.0,
-        "speed_of_light_ms": 0.8,
-        "faster_than_light": True,
-        "method": "cupti",
-    }
-    text = timing_message(stage, {"tensor_tflops": 790.0, "bandwidth_tbps": 4.3})
-    assert "speedup 2.000x" in text and "FLAGGED" in text
-    assert "speed of light 0.8 ms (measured here: 790 TFLOP/s bf16, 4.30 TB/s)" in text
-    stage["method"], stage["faster_than_light"] = "events", False
-    assert "CUDA events" in timing_message(stage) and "FLAGGED" not in timing_message(stage)
+def test_faster_than_the_datasheet_allows_is_a_failing_status() -> None:
+    stage = stage_for([0.3, 0.3, 0.3], [0.8, 0.8, 0.8])
+    assert stage["status"] == "faster_than_light" and stage["faster_than_light"]
+    assert "no honest kernel is" in stage["message"]
+
+
+def test_the_speed_of_light_is_the_larger_of_compute_and_memory_time() -> None:
+    assert speed_of_light_ms(8e11, 4e6, 800.0, 4.0) == pytest.approx(1.0)
+    assert speed_of_light_ms(8e5, 4e9, 800.0, 4.0) == pytest.approx(1.0)
+    assert speed_of_light_ms(None, None, 800.0, 4.0) is None
+    assert device_peaks("NVIDIA H200")[0] == "H200" and device_peaks("a GPU of another kind") is None
+
+
+def test_the_worker_side_peaks_are_the_catalogue_datasheet_figures() -> None:
+    for model, (tflops, tbps) in PEAKS.items():
+        assert (DEVICES[model].bf16_dense_tflops, DEVICES[model].hbm_tbps) == (tflops, tbps)
+
+
+def test_a_foreign_kernel_in_a_timed_call_fails_it() -> None:
+    raw = trace([1.0], [1.0])
+    raw["kernels"][1][0] = BLAS
+    stage = timing_stage(attribute(raw), {}, {"0": "cuBLAS"}, SPEC, {OWN}, "NVIDIA H200")
+    assert stage["status"] == "foreign_kernel"
+
+
+def test_work_outside_every_call_and_a_lost_marker_fail_the_loop() -> None:
+    stray = [["bg", 1, 2, 999, 7, [1, 1, 1], [1, 1, 1], 0, 0, 0]]
+    assert stage_for([1.0], [1.0], extra=stray)["status"] == "stray_kernel"
+    raw = trace([1.0, 1.0], [1.0, 1.0])
+    raw["kernels"] = [k for k in raw["kernels"] if k[0] != MARK or k[3] != 1]
+    stage = timing_stage(attribute(raw), {}, {"0": "cuBLAS"}, SPEC, {OWN}, "NVIDIA H200")
+    assert stage["status"] == "tampered" and "marker" in stage["message"]
+
+
+def test_more_gpu_time_than_the_call_took_by_the_clock_is_tampering() -> None:
+    stage = stage_for([1.0, 1.0], [1.0, 1.0], walls={"candidate": [0.5, 0.5], "0": [1.1, 1.1]})
+    assert stage["status"] == "tampered" and "worker's clock" in stage["message"]
+
+
+def test_time_the_gpu_trace_does_not_show_is_a_wall_clock_mismatch() -> None:
+    stage = stage_for([0.5, 0.5], [1.0, 1.0], walls={"candidate": [1.4, 1.4], "0": [1.05, 1.05]})
+    assert stage["status"] == "wall_clock_mismatch"
+    assert stage["host_overhead_ms"] == pytest.approx(0.9) and stage["baseline_host_overhead_ms"] == pytest.approx(0.05)
+    # A little more host time than the baseline's is an honest kernel's launch work.
+    assert stage_for([1.0, 1.0], [1.0, 1.0], walls={"candidate": [1.2, 1.2], "0": [1.05, 1.05]})["status"] == "passed"
 
 
 def test_timed_iterations_fill_the_budget_between_the_minimum_and_the_cap() -> None:
-    assert timed_iterations(50, 0.002, 0.3) == 150  # a 1 ms GEMM and its baseline: 2 ms a round
-    assert timed_iterations(50, 0.05, 0.3) == 50  # slow rounds keep the minimum
-    assert timed_iterations(50, 1e-6, 0.3) == MAX_ITERATIONS
-    assert timed_iterations(500, 0.002, 0.3) == 500  # an explicit minimum above the cap wins
+    assert timed_iterations(50, 0.002, 0.3, 400) == 150
+    assert timed_iterations(50, 0.05, 0.3, 400) == 50
+    assert timed_iterations(50, 1e-6, 0.3, 400) == 400
+    assert timed_iterations(500, 0.002, 0.3, 400) == 500
 
 
 def test_a_second_baseline_is_shown_beside_the_primary() -> None:
@@ -69,9 +135,8 @@ def test_a_second_baseline_is_shown_beside_the_primary() -> None:
 def test_attention_forward_says_why_flashinfer_is_left_out_where_it_is_absent() -> None:
     catalogue = Catalogue.load()
     task = catalogue.get("mha_with_lse_d128")
-    spec = gpu_spec(task, profile_workload(task), get_target("hopper"), catalogue)
-    q, k, v = (torch.zeros(1, 2, 8, 128) for _ in range(3))
-    inputs = [{"Q": q, "K": k, "V": v}.get(name, 0.0) for name in spec["definition"]["inputs"]]
-    baselines, notes = make_baselines(spec, inputs)
+    spec = gpu_spec(task, smallest_workload(task), get_target("hopper"), catalogue)
+    spec["axes"] = {**spec["axes"], "B": 1, "H": 2, "S": 8}
+    baselines, notes = make_baselines(spec, "cpu")
     assert [b.name for b in baselines] == ["cuDNN SDPA"]
     assert notes == ["second baseline left out: FlashInfer is not installed on this host"]
