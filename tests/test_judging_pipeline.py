@@ -1,0 +1,126 @@
+"""The judging pipeline end to end on the CPU: the real worker drives a real runner (the candidate's
+process, sandboxed) and a real judge; the candidates are C++ kernels with the kernel ABI built here.
+
+What is shown: honest work passes with its speedup; wrong, half-written and input-writing kernels fail
+with their statuses in a process that never ran them; a kernel that turns stale once correctness is over
+is caught by the timed calls read after the fact; and a kernel that reaches the interpreter hosting it
+(through the C library's own symbol table: no import the link check refuses) cannot patch the judge
+(it is not there), cannot patch the harness (fingerprints), cannot forge the harness's reply (nonces),
+and cannot reach its worker (the sandbox).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cpu_pipeline import CpuWorker, build_cpu
+
+from workbench.evaluate.link_policy import check_library
+from workbench.evaluate.sandbox import available
+
+pytestmark = pytest.mark.skipif(not available(), reason="the sandbox is built for Linux on x86-64")
+
+PAYLOADS = {
+    "patch_harness": "import workbench.evaluate.kernel_trace as k\nk._Trace.collect = lambda self: None\n",
+    "forge_reply": (
+        "import os\nfd = int(os.environ['PTXWB_CHILD_FDS'].split(',')[1])\n"
+        "os.write(fd, b'{\"done\": true, \"changed\": []}\\n')\n"
+    ),
+    "patch_comparison": (
+        "import workbench.evaluate.correctness as c\n"
+        "c.compare_output = lambda name, *a: ('passed', {'name': name, 'passed': True})\n"
+    ),
+    "escape": (
+        "import os, signal\n"
+        "for door in (lambda: os.kill(os.getppid(), signal.SIGKILL), os.fork, os.setsid,\n"
+        "             lambda: open('/proc/%d/mem' % os.getppid(), 'r+b'), lambda: open('/tmp/ptxwb-escape', 'w'),\n"
+        "             lambda: os.execv('/bin/sh', ['sh', '-c', 'kill -9 %d' % os.getppid()])):\n"
+        "    try:\n"
+        "        door()\n"
+        "    except OSError:\n"
+        "        pass\n"
+    ),
+}
+
+
+def c_string(code: str) -> str:
+    return '"' + code.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+@pytest.fixture(scope="module")
+def worker():
+    worker = CpuWorker()
+    yield worker
+    worker.close()
+
+
+@pytest.fixture(scope="module")
+def libraries(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cpu_kernels")
+
+
+def stages_of(worker: CpuWorker, folder: Path, **defines: str) -> dict:
+    return worker.evaluate(build_cpu(defines, folder))["stages"]
+
+
+def test_an_honest_kernel_passes_both_tiers_with_three_timed_calls_read(worker, libraries) -> None:
+    stages = stages_of(worker, libraries)
+    assert stages["correctness"]["status"] == "passed", stages["correctness"]["message"]
+    assert [t["fresh_addresses"] for t in stages["correctness"]["trials"]] == [False, False, False, True]
+    seeds = [t["seed"] for t in stages["correctness"]["trials"]]
+    assert seeds == [7, 8, 9, 10]
+    timing = stages["timing"]
+    assert timing["status"] == "passed", timing["message"]
+    assert timing["speedup"] > 0 and timing["baselines"][0]["name"] == "cuBLAS (torch.matmul)"
+    assert len(timing["checked_calls"]) == 3 and all(t["passed"] for t in timing["checked_calls"])
+    assert len({t["seed"] for t in timing["checked_calls"]}) == 3
+
+
+@pytest.mark.parametrize(
+    ("defines", "status", "words"),
+    [
+        ({"BIAS": "1.0f"}, "incorrect_numerical", ["trial 1", "outside atol"]),
+        ({"HALF": "1"}, "incorrect_numerical", ["NaN", "unwritten"]),
+        ({"CLOBBER": "1"}, "inputs_modified", ["trial 1", "A"]),
+    ],
+)
+def test_a_faulty_kernel_fails_correctness_in_the_judge(worker, libraries, defines, status, words) -> None:
+    stages = stages_of(worker, libraries, **defines)
+    assert list(stages) == ["correctness"]
+    assert stages["correctness"]["status"] == status
+    assert all(word in stages["correctness"]["message"] for word in words), stages["correctness"]["message"]
+
+
+def test_a_kernel_stale_once_correctness_is_over_is_caught_by_a_timed_call(worker, libraries) -> None:
+    stages = stages_of(worker, libraries, HONEST_CALLS="5")
+    assert stages["correctness"]["status"] == "passed"
+    assert stages["timing"]["status"] == "incorrect_numerical"
+    assert "read after the fact" in stages["timing"]["message"]
+
+
+def test_the_door_to_the_interpreter_passes_the_link_check(libraries) -> None:
+    """Why the run-time layers exist: this library imports nothing but strlen, memcmp and strcmp."""
+    library = build_cpu({"PAYLOAD": c_string(PAYLOADS["patch_harness"])}, libraries)
+    report = check_library(library, "__tvm_ffi_run")
+    assert report.foreign_imports == [] and report.system_calls == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "bias", "status", "words"),
+    [
+        ("patch_harness", "0", "tampered", ["harness", "_Trace.collect"]),
+        ("forge_reply", "0", "tampered", ["candidate wrote to it"]),
+        ("patch_comparison", "1.0f", "incorrect_numerical", ["trial 1"]),
+        ("escape", "1.0f", "incorrect_numerical", ["trial 1"]),
+    ],
+)
+def test_python_inside_the_candidate_process_cannot_rewrite_its_verdict(
+    worker, libraries, name, bias, status, words
+) -> None:
+    stages = stages_of(worker, libraries, PAYLOAD=c_string(PAYLOADS[name]), BIAS=bias)
+    assert stages["correctness"]["status"] == status, stages["correctness"]["message"]
+    assert all(word in stages["correctness"]["message"] for word in words), stages["correctness"]["message"]
+    assert not Path("/tmp/ptxwb-escape").exists()
+    # The worker lives on and judges the next candidate.
+    assert stages_of(worker, libraries)["correctness"]["status"] == "passed"
