@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import lzma
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from workbench.evaluate.lineinfo import line_table
 from workbench.evaluate.result import EvalResult
 
 
@@ -25,30 +27,49 @@ class Listings(BaseModel):
     ptx: str | None = Field(default=None, description="the PTX the build kept, compressed")
     sass: str | None = Field(default=None, description="cuobjdump --dump-sass of the cubin, compressed")
     cubin_sha256: str | None = None
+    lines: str | None = Field(
+        default=None, description="the cubin's line table, compressed JSON: kernel -> address -> CUDA line"
+    )
 
-    def text(self, which: Literal["ptx", "sass"]) -> str | None:
-        packed = self.ptx if which == "ptx" else self.sass
+    def text(self, which: Literal["ptx", "sass", "lines"]) -> str | None:
+        packed = {"ptx": self.ptx, "sass": self.sass, "lines": self.lines}[which]
         return None if packed is None else lzma.decompress(base64.b64decode(packed)).decode("utf-8")
+
+    def line_table(self) -> dict[str, dict[int, int]] | None:
+        text = self.text("lines")
+        if text is None:
+            return None
+        return {
+            kernel: {int(a): line for a, line in lines.items()} for kernel, lines in json.loads(text).items()
+        }
+
+
+def _compressed(data: bytes) -> str:
+    return base64.b64encode(lzma.compress(data)).decode("ascii")
 
 
 def _packed(path: str | None) -> str | None:
     if path is None:
         return None
     try:
-        data = Path(path).read_bytes()
+        return _compressed(Path(path).read_bytes())
     except OSError:
         return None
-    return base64.b64encode(lzma.compress(data)).decode("ascii")
 
 
 def carry(result: EvalResult) -> Listings | None:
     """The listings of `result`'s build that are on this machine (none when it built elsewhere)."""
     build, static = result.stages.build, result.stages.static
-    cubin_sha = None
+    cubin_sha = lines = None
     if build.cubin_path is not None:
+        cubin = Path(build.cubin_path)
         try:
-            cubin_sha = hashlib.sha256(Path(build.cubin_path).read_bytes()).hexdigest()
+            cubin_sha = hashlib.sha256(cubin.read_bytes()).hexdigest()
         except OSError:
             cubin_sha = None
-    listings = Listings(ptx=_packed(build.ptx_path), sass=_packed(static.sass_path), cubin_sha256=cubin_sha)
+        table = line_table(cubin) if cubin_sha else None
+        lines = _compressed(json.dumps(table).encode()) if table else None
+    listings = Listings(
+        ptx=_packed(build.ptx_path), sass=_packed(static.sass_path), cubin_sha256=cubin_sha, lines=lines
+    )
     return listings if listings.ptx or listings.sass or cubin_sha else None

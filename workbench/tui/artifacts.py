@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from workbench.agent.extract import extract_kernel
+from workbench.evaluate.lineinfo import LineTable, line_table
 from workbench.evaluate.result import EvalResult, Status
 from workbench.evaluate.sass import disassemble
 from workbench.evaluate.toolchain import find_tool
@@ -119,7 +120,8 @@ class ArtifactCache:
             return self._carried(turn, "sass", target)
         sass_path, cubin_path = result.stages.static.sass_path, result.stages.build.cubin_path
         if sass_path is not None and Path(sass_path).exists():
-            return self._file(Path(sass_path), "sass", target, "SASS")
+            cubin = Path(cubin_path) if cubin_path else None
+            return self._file(Path(sass_path), "sass", target, "SASS", cubin)
         if cubin_path is not None and Path(cubin_path).exists():
             return self._disassembled(Path(cubin_path), target, sass_path)
         if result.stages.build.status not in (Status.passed, Status.not_run):
@@ -144,13 +146,17 @@ class ArtifactCache:
 
         async def unpack() -> None:
             text = await asyncio.to_thread(listings.text, which)
-            document = await asyncio.to_thread(CodeDocument.from_text, text or "", which, target)
+            table = await asyncio.to_thread(listings.line_table) if which == "sass" else None
+            document = await asyncio.to_thread(CodeDocument.from_text, text or "", which, target, table)
             self._keep(key, document)
 
         self._start(key, unpack)
         return CodeDocument.missing(f"unpacking the {which.upper()} this session carries …")
 
-    def _file(self, file: Path, language: Language, target: str, what: str) -> CodeDocument:
+    def _file(
+        self, file: Path, language: Language, target: str, what: str, cubin: Path | None = None
+    ) -> CodeDocument:
+        """A listing the build kept; a SASS dump with its cubin beside it learns its CUDA lines."""
         try:
             stamp = file.stat().st_mtime
         except OSError:
@@ -161,7 +167,10 @@ class ArtifactCache:
             return found
 
         async def load() -> None:
-            document = await asyncio.to_thread(_read_listing, file, language, target, what)
+            table = (
+                await asyncio.to_thread(line_table, cubin) if cubin is not None and cubin.exists() else None
+            )
+            document = await asyncio.to_thread(_read_listing, file, language, target, what, table)
             self._keep(key, document)  # kept even when unreadable: showing the tab again does not retry
 
         self._start(key, load)
@@ -188,7 +197,10 @@ class ArtifactCache:
                 if found.text is None:
                     document = CodeDocument.missing(f"SASS not available: {found.error}")
                 else:  # a large listing takes a moment to split and mark: not on the UI thread
-                    document = await asyncio.to_thread(CodeDocument.from_text, found.text, "sass", target)
+                    table = await asyncio.to_thread(line_table, cubin)
+                    document = await asyncio.to_thread(
+                        CodeDocument.from_text, found.text, "sass", target, table
+                    )
             self._keep(key, document)
 
         self._start(key, run)
@@ -217,10 +229,11 @@ class ArtifactCache:
         async def run() -> None:
             built = await rebuild_here(candidate.source, target, result.stages.static, cubin_sha)
             for language, text in (("ptx", built.ptx), ("sass", built.sass)):
+                table = built.lines if language == "sass" else None
                 document = (
                     CodeDocument.missing(f"{missing}; {built.why_not}")
                     if text is None
-                    else await asyncio.to_thread(CodeDocument.from_text, text, language, target)
+                    else await asyncio.to_thread(CodeDocument.from_text, text, language, target, table)
                 )
                 self._keep(("rebuilt", candidate.sha256, language, target), document)
 
@@ -246,7 +259,9 @@ class ArtifactCache:
                 answers = [m.content for m in turn.messages if m.role == "assistant"]
                 written = extract_kernel(answers[-1]) if answers else None
                 if written is None:
-                    return CodeDocument.missing(f"turn {turn.number} was skipped: nothing was built or judged")
+                    return CodeDocument.missing(
+                        f"turn {turn.number} was skipped: nothing was built or judged"
+                    )
                 document = CodeDocument.from_text(written, "cuda", target)
                 document.note = "skipped by the person, not judged: the model's kernel"
                 return document
@@ -259,12 +274,12 @@ class ArtifactCache:
         }
 
 
-def _read_listing(file: Path, language: str, target: str, what: str) -> CodeDocument:
+def _read_listing(file: Path, language: str, target: str, what: str, table: LineTable | None) -> CodeDocument:
     try:
         text = file.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         return CodeDocument.missing(f"{what} not readable: {exc.strerror}")
-    return CodeDocument.from_text(text, language, target)
+    return CodeDocument.from_text(text, language, target, table)
 
 
 def diff_document(number: int, source: str | None, previous_source: str | None) -> CodeDocument:

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from workbench.evaluate.demangle import demangle
+from workbench.evaluate.lineinfo import LineTable, listing_lines
 from workbench.tui.families import TAGS, mark_lines
 
 # cuobjdump prints each instruction's encoding as a trailing comment and a second comment-only
@@ -54,22 +55,41 @@ class CodeDocument:
     marks: dict[int, str] = field(default_factory=dict)
     unavailable: str = ""
     note: str = ""  # said before the line count: what the listing is, when it is not the plain thing
+    source_lines: dict[int, int] = field(default_factory=dict)  # SASS line -> 1-based CUDA line
     width: int = 0
     _shown: dict[int, str] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_text(cls, text: str, language: str, target: str = "") -> CodeDocument:
+    def from_text(
+        cls, text: str, language: str, target: str = "", line_table: LineTable | None = None
+    ) -> CodeDocument:
+        """`line_table` (SASS): the cubin's, so each instruction knows its CUDA line."""
+        source_lines: dict[int, int] = {}
         if language == "sass":
-            text = readable_functions(without_encodings(text))  # tabs are expanded line by line, when shown
+            text = without_encodings(text)  # tabs are expanded line by line, when shown
+            if line_table:
+                source_lines = listing_lines(text.split("\n"), line_table)  # mangled names, as the table has
+            text = readable_functions(text)
         else:
             text = text.expandtabs(4)
         marks = mark_lines(text, language, target) if target else {}
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        document = cls(language, lines, marks)
+        document = cls(language, lines, marks, source_lines=source_lines)
         document.width = document._widest()
         return document
+
+    def source_line_at(self, index: int) -> int | None:
+        """The CUDA line of the instruction at `index`, or of the nearest one above it (a label, a header)."""
+        for line in range(index, -1, -1):
+            if line in self.source_lines:
+                return self.source_lines[line]
+        return None
+
+    def instructions_of(self, source_line: int) -> list[int]:
+        """The SASS lines (0-based) that came from a 1-based CUDA line."""
+        return sorted(index for index, line in self.source_lines.items() if line == source_line)
 
     def _widest(self) -> int:
         if not self.lines:

@@ -159,6 +159,13 @@ ACTIONS: list[Action] = [
     Action("tab('diff')", "4,d", "Diff", "Show the diff against the previous turn", "view"),
     Action("next_mark", "n", "Next mark", "Next line of a target family in the code shown", "view"),
     Action("previous_mark", "N", "Prev mark", "Previous line of a target family in the code shown", "view"),
+    Action(
+        "source_sass",
+        "j",
+        "Source↔SASS",
+        "From the SASS line at the cursor to its CUDA line, or from a CUDA line to its SASS",
+        "view",
+    ),
     Action("goto_error", "g", "Go to error", "Show the line of the first compiler error", "view"),
     Action("focus_pane('conversation')", "c", "Chat", "Show and focus the conversation", "view", True),
     Action("focus_pane('code')", "v", "Code", "Show and focus the code pane", "view"),

@@ -8,12 +8,14 @@ else the SASS opcode counts of every kernel, which the static tier recorded.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.evaluate.build import compile_source
+from workbench.evaluate.lineinfo import LineTable, line_table
 from workbench.evaluate.result import StaticStage, Status
 from workbench.evaluate.sass import disassemble, parse_sass
 from workbench.evaluate.toolchain import find_tool
@@ -24,6 +26,7 @@ from workbench.tasks.targets import get_target
 class Rebuilt:
     ptx: str | None = None
     sass: str | None = None
+    lines: LineTable | None = None  # the rebuilt cubin's line table
     why_not: str = ""  # set when there is nothing to show
 
 
@@ -65,6 +68,5 @@ async def rebuild(source: str, target: str, static: StaticStage, cubin_sha256: s
     problem = mismatch(disassembly.text, cubin.read_bytes(), static, cubin_sha256)
     if problem is not None:
         return Rebuilt(why_not=f"rebuilt here, but {problem}: not shown")
-    return Rebuilt(
-        ptx=Path(build.ptx_path).read_text(encoding="utf-8", errors="replace"), sass=disassembly.text
-    )
+    ptx = Path(build.ptx_path).read_text(encoding="utf-8", errors="replace")
+    return Rebuilt(ptx=ptx, sass=disassembly.text, lines=await asyncio.to_thread(line_table, cubin))

@@ -416,6 +416,37 @@ class SessionScreen(Screen[None]):
         code = self.query_one(CodePane)
         code.view(code.active).jump_to_mark(-1)
 
+    def action_source_sass(self) -> None:
+        code = self.query_one(CodePane)
+        sass = code.document("sass")
+        if not sass.source_lines:
+            why = (
+                sass.unavailable
+                or "this listing has no line table (built without -lineinfo, or no nvdisasm here)"
+            )
+            self.notify(f"no source ↔ SASS map: {why}", severity="warning", timeout=4)
+            return
+        if code.active == "sass":
+            line = code.view("sass").cursor_line
+            source = sass.source_line_at(line if line is not None else code.view("sass").scroll_offset.y)
+            if source is None:
+                self.notify("no CUDA line for this SASS line", timeout=2)
+                return
+            code.activate("cuda")
+            code.view("cuda").goto_line(source - 1)
+            code.view("cuda").relate({source - 1})
+            return
+        cuda = code.view("cuda")
+        line = (cuda.cursor_line if cuda.cursor_line is not None else cuda.scroll_offset.y) + 1
+        instructions = sass.instructions_of(line)
+        if not instructions:
+            self.notify(f"no SASS instruction comes from CUDA line {line}", timeout=3)
+            return
+        code.activate("sass")
+        code.view("sass").goto_line(instructions[0])
+        code.view("sass").relate(set(instructions))
+        self.notify(f"CUDA line {line}: {len(instructions)} SASS instructions (tinted)", timeout=3)
+
     def action_goto_error(self) -> None:
         number = self.shown_turn
         result = self.view.turn(number).evaluation if number is not None else None

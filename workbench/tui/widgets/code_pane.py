@@ -70,6 +70,17 @@ class CodePane(Vertical):
         self.view(key).show(document, keep_position=self._keep_position)
         self.query_one(f"#summary-{key}", Label).update(self._summary(key, document))
 
+    def on_code_view_cursor_moved(self, event: CodeView.CursorMoved) -> None:
+        # The SASS cursor's instruction: its CUDA line, shown above the listing (Nsight's source view).
+        sass = self.view("sass")
+        if event.view is not sass or event.line is None or not sass.document.source_lines:
+            return
+        source = sass.document.source_line_at(event.line)
+        cuda = self.document("cuda").lines
+        if source is not None and 0 < source <= len(cuda):
+            text = f"SASS line {event.line + 1} ← CUDA line {source}: {cuda[source - 1].strip()}  (j jumps there)"
+            self.query_one("#summary-sass", Label).update(text)
+
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id:
             self._build(event.pane.id.removeprefix("tab-"))

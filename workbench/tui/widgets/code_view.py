@@ -13,7 +13,9 @@ from typing import ClassVar
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
+from textual.events import Click
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
@@ -25,6 +27,7 @@ from workbench.tui.families import TAGS
 from workbench.tui.highlight import LINE_ORIENTED, TokenStyles, highlight_line, highlight_whole
 
 TAG_WIDTH = 7
+SOURCE_WIDTH = 7  # "L1234 "
 
 
 class CodeView(ScrollView, can_focus=True):
@@ -33,6 +36,7 @@ class CodeView(ScrollView, can_focus=True):
         "code-view--mark",
         "code-view--tag",
         "code-view--cursor",
+        "code-view--related",
         "code-view--missing",
     }
     DEFAULT_CSS = """
@@ -41,8 +45,18 @@ class CodeView(ScrollView, can_focus=True):
     CodeView > .code-view--mark { background: $success 12%; }
     CodeView > .code-view--tag { color: $success; text-style: bold; }
     CodeView > .code-view--cursor { background: $accent 30%; }
+    CodeView > .code-view--related { background: $warning 18%; }
     CodeView > .code-view--missing { color: $text-warning; text-style: italic; }
     """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor(-1)", show=False),
+        Binding("down", "cursor(1)", show=False),
+        Binding("pageup", "cursor(-20)", show=False),
+        Binding("pagedown", "cursor(20)", show=False),
+        Binding("home", "cursor(-1000000)", show=False),
+        Binding("end", "cursor(1000000)", show=False),
+    ]
+
     cursor_line: reactive[int | None] = reactive(None)
 
     class CursorMoved(Message):
@@ -58,6 +72,7 @@ class CodeView(ScrollView, can_focus=True):
         self._whole: list[Text] | None = None
         self._styles: TokenStyles | None = None
         self._mark_lines: list[int] = []
+        self.related: set[int] = set()  # lines tied to a line of another view (source <-> SASS)
 
     def on_mount(self) -> None:
         self.watch(self.app, "theme", self._theme_changed, init=False)
@@ -72,6 +87,7 @@ class CodeView(ScrollView, can_focus=True):
         self._strips.clear()
         self._whole = None
         self._mark_lines = sorted(document.marks)
+        self.related = set()
         self.cursor_line = None
         self.virtual_size = Size(document.width + self._gutter_width(), len(document.lines))
         if not keep_position:
@@ -85,6 +101,32 @@ class CodeView(ScrollView, can_focus=True):
         line = max(0, min(line, len(self.document.lines) - 1))
         self.cursor_line = line
         self.scroll_to(y=max(0, line - self.scrollable_content_region.height // 3), animate=False)
+
+    def action_cursor(self, step: int) -> None:
+        """Move the line cursor (from the top line shown, the first time), scrolling to keep it in view."""
+        if not self.document.lines:
+            return
+        top = self.scroll_offset.y
+        line = (
+            top
+            if self.cursor_line is None
+            else max(0, min(self.cursor_line + step, len(self.document.lines) - 1))
+        )
+        self.cursor_line = line
+        height = self.scrollable_content_region.height
+        if not self.scroll_offset.y <= line < self.scroll_offset.y + height:
+            self.scroll_to(y=max(0, line - (height - 1 if step > 0 else 0)), animate=False)
+
+    def on_click(self, event: Click) -> None:
+        line = self.scroll_offset.y + event.y
+        if 0 <= line < len(self.document.lines):
+            self.cursor_line = line
+
+    def relate(self, lines: set[int]) -> None:
+        """Tint `lines`: the ones a line of the other view maps to."""
+        self.related = lines
+        self._strips.clear()
+        self.refresh()
 
     def jump_to_mark(self, direction: int) -> None:
         """Put the cursor on the next (1) or previous (-1) marked line, wrapping around."""
@@ -104,7 +146,11 @@ class CodeView(ScrollView, can_focus=True):
         self.post_message(self.CursorMoved(self, line))
 
     def _gutter_width(self) -> int:
-        return self._number_width() + (TAG_WIDTH if self.document.marks else 0)
+        return (
+            self._number_width()
+            + (SOURCE_WIDTH if self.document.source_lines else 0)
+            + (TAG_WIDTH if self.document.marks else 0)
+        )
 
     def _number_width(self) -> int:
         return len(str(max(len(self.document.lines), 1))) + 1
@@ -150,9 +196,15 @@ class CodeView(ScrollView, can_focus=True):
         line_style = base
         if family:
             line_style = base + self.get_component_rich_style("code-view--mark")
+        if index in self.related:
+            line_style = line_style + self.get_component_rich_style("code-view--related")
         if index == self.cursor_line:
             line_style = line_style + self.get_component_rich_style("code-view--cursor")
         gutter = [Segment(f"{index + 1:>{self._number_width() - 1}} ", line_style + self._gutter_style())]
+        if doc.source_lines:  # the CUDA line each instruction came from
+            source = doc.source_lines.get(index)
+            shown = f"L{source}" if source is not None else ""
+            gutter.append(Segment(f"{shown:>{SOURCE_WIDTH - 1}} ", line_style + self._gutter_style()))
         if doc.marks:
             tag = TAGS.get(family, family)[: TAG_WIDTH - 1] if family else ""
             gutter.append(Segment(f"{tag:<{TAG_WIDTH - 1}} ", line_style + self._tag_style()))
