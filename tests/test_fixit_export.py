@@ -31,7 +31,7 @@ CAUSAL_TURNS = shipped(CAUSAL)
 LADDER_TURNS = shipped(LADDER)
 FAILED, FIXED = CAUSAL_TURNS.turns[1], CAUSAL_TURNS.turns[2]  # incorrect_numerical, then passed
 NO_GMMA = LADDER_TURNS.turns[1]  # static_missing_family
-SLOW, FAST = LADDER_TURNS.turns[2], LADDER_TURNS.turns[3]  # passed at 0.548x, then at 0.897x
+SLOW, FAST = LADDER_TURNS.turns[2], LADDER_TURNS.turns[3]  # passed at 0.606x, then at 0.896x
 
 
 def run_export(sources: list[Path], out: Path, **options: object) -> list[dict]:
@@ -71,7 +71,7 @@ def test_the_shipped_causal_session_gives_exactly_one_pair(tmp_path: Path) -> No
     )
     assert meta["session"] == CAUSAL and meta["fixed"]["device"] == "NVIDIA H200"
     assert meta["fixed"]["executor"] == "local" and meta["fixed"]["evaluator"]["workbench"] == "0.1.0"
-    assert meta["agent_model"] == "scripted:attn.json"  # the recorded /tmp/attn.json, without its folder
+    assert meta["agent_model"] == "scripted:mha_causal_fix.json"  # references/scripts/..., without its folder
     system, user, assistant = (ChatMessage.model_validate(m) for m in row["messages"])
     assert (system.role, user.role, assistant.role) == ("system", "user", "assistant")
     # The prompt: the task as the agent read it, the failed kernel, its verdict as the agent read it.
@@ -136,7 +136,7 @@ def test_every_failure_or_the_last_improvements_and_dedup(tmp_path: Path) -> Non
         (3, 4)
     ]
     assert improvement[0]["metadata"]["category"] == "improvement"
-    assert "Every tier passed, at 0.548× the baseline" in improvement[0]["messages"][1]["content"]
+    assert "Every tier passed, at 0.606× the baseline" in improvement[0]["messages"][1]["content"]
     none = run_export(
         [sweep / "gemm" / "t1.jsonl"],
         tmp_path / "none.jsonl",

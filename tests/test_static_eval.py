@@ -123,7 +123,7 @@ def blank_result() -> EvalResult:
     return EvalResult(task=TASK, target="hopper", executor="test", source_sha256="0" * 64)
 
 
-def test_pipeline_stops_at_first_failure_and_turns_crashes_into_statuses() -> None:
+def test_a_crashed_stage_is_a_status_and_the_other_tiers_are_still_measured() -> None:
     calls: list[str] = []
 
     async def ok(_: EvalResult) -> StageBase:
@@ -134,17 +134,67 @@ def test_pipeline_stops_at_first_failure_and_turns_crashes_into_statuses() -> No
         calls.append("static")
         raise RuntimeError("cuobjdump exploded")
 
-    async def never(_: EvalResult) -> StageBase:
+    async def correct(_: EvalResult) -> StageBase:
         calls.append("correctness")
         return CorrectnessStage(status=Status.passed)
 
+    async def profiled(_: EvalResult) -> StageBase:
+        calls.append("dynamic")
+        return DynamicStage(status=Status.passed)
+
     result = asyncio.run(
-        run_stages(blank_result(), [("build", ok), ("static", crash), ("correctness", never)])
+        run_stages(blank_result(), [("build", ok), ("static", crash), ("correctness", correct), ("dynamic", profiled)])
     )
-    assert calls == ["build", "static"]
-    assert result.status == Status.infrastructure_error
+    assert calls == ["build", "static", "correctness"]  # a failed static tier leaves nothing to prove
+    assert result.status == Status.infrastructure_error and result.correct
     assert "cuobjdump exploded" in result.stages.static.message
     assert isinstance(result.stages.static, StaticStage)
+
+
+@pytest.mark.parametrize(
+    ("failing", "status", "ran", "verdict"),
+    [
+        ("build", Status.banned, ["build"], Status.banned),
+        ("static", Status.static_missing_family, ["build", "static", "correctness", "timing"], Status.static_missing_family),
+        ("correctness", Status.incorrect_numerical, ["build", "static", "correctness"], Status.incorrect_numerical),
+        ("timing", Status.faster_than_light, ["build", "static", "correctness", "timing", "dynamic"], Status.faster_than_light),
+        ("dynamic", Status.profile_mismatch, ["build", "static", "correctness", "timing", "dynamic"], Status.profile_mismatch),
+    ],
+)
+def test_which_tiers_a_failure_stops_and_which_failure_is_the_verdict(failing, status, ran, verdict) -> None:
+    calls: list[str] = []
+    kinds = {"build": BuildStage, "static": StaticStage, "correctness": CorrectnessStage, "timing": TimingStage, "dynamic": DynamicStage}
+
+    def stage(name: str):
+        async def run(_: EvalResult) -> StageBase:
+            calls.append(name)
+            return kinds[name](status=status if name == failing else Status.passed)
+
+        return run
+
+    order = ["build", "static", "correctness", "timing", "dynamic"]
+    result = asyncio.run(run_stages(blank_result(), [(name, stage(name)) for name in order]))
+    assert calls == ran
+    assert result.status == verdict
+
+
+def test_a_wrong_kernel_is_judged_wrong_before_it_is_judged_on_its_instructions() -> None:
+    async def stage(kind, status):
+        return kind(status=status)
+
+    result = asyncio.run(
+        run_stages(
+            blank_result(),
+            [
+                ("build", lambda _: stage(BuildStage, Status.passed)),
+                ("static", lambda _: stage(StaticStage, Status.static_missing_family)),
+                ("correctness", lambda _: stage(CorrectnessStage, Status.incorrect_numerical)),
+                ("dynamic", lambda _: stage(DynamicStage, Status.passed)),
+            ],
+        )
+    )
+    assert result.status == Status.incorrect_numerical
+    assert "not run" in result.stages.dynamic.message and result.stages.dynamic.status == Status.not_run
 
 
 def test_pipeline_all_passed_and_skipped_stage() -> None:

@@ -57,7 +57,7 @@ def worker(tmp_path: Path):
 
 def test_hello_describes_the_host(worker: WorkerProcess) -> None:
     reply = worker.send({"op": "hello", "id": 1})
-    assert reply["id"] == 1 and reply["type"] == "hello" and reply["protocol"] == 1
+    assert reply["id"] == 1 and reply["type"] == "hello" and reply["protocol"] == 2
     assert isinstance(reply["gpus"], list) and reply["python"].startswith("3.")
     assert worker.close() == 0
 
