@@ -14,7 +14,9 @@ import asyncio
 import os
 import subprocess
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from workbench.agent.models import ChatMessage, Model, Reply
 from workbench.agent.models.base import Author, OnDelta, OnRetry
@@ -23,6 +25,32 @@ from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import EvalRequest, Executor, ProgressCallback
 from workbench.evaluate.result import EvalResult
 from workbench.tasks import get_target
+
+
+class SweepPool(Executor, Protocol):
+    """What the sweep runs its sessions' evaluations through: this host's workers, or a Ray cluster's."""
+
+    @property
+    def slots(self) -> int:
+        """How many evaluations run at once."""
+        ...
+
+    async def shutdown(self) -> None:
+        """Release every worker, once, at the end of the sweep."""
+        ...
+
+
+@dataclass(frozen=True)
+class Requeued:
+    """An evaluation handed to another worker because the one holding it was lost (a Ray actor or node)."""
+
+    task: str
+    target: str
+    candidate: str
+    """The first 12 hex digits of the source's sha256."""
+    worker: str
+    attempt: int
+    error: str
 
 
 class PooledModel:
@@ -71,12 +99,9 @@ def visible_gpus() -> list[str]:
 
 def pinned_local(gpu: str, cache_dir: Path | None) -> Executor:
     """The `local` executor with its worker on one GPU of several (GPU modules load only for it)."""
-    from workbench.evaluate.worker import worker_argv
-    from workbench.evaluate.worker_client import WorkerClient
+    from workbench.evaluate.local_executor import LocalExecutor
 
-    executor = make_executor("local", cache_dir)
-    executor.client = WorkerClient(worker_argv(), env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu})  # type: ignore[attr-defined]
-    return executor
+    return LocalExecutor(cache_dir, gpu=gpu)
 
 
 def make_workers(specs: Sequence[str], cache_dir: Path | None) -> list[Executor]:
