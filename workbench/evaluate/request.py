@@ -7,10 +7,13 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from workbench.errors import UserError
 from workbench.evaluate.result import EvalResult, Status
 from workbench.tasks.targets import TargetName
 
 StageName = Literal["build", "static", "correctness", "dynamic", "timing"]
+Language = Literal["cuda", "triton"]
+LANGUAGES: tuple[Language, ...] = ("cuda", "triton")
 
 
 class EvalRequest(BaseModel):
@@ -18,7 +21,10 @@ class EvalRequest(BaseModel):
 
     task: str = Field(description="catalogue task name, or a path to a Definition JSON")
     target: TargetName
-    source: str = Field(description="the candidate's complete .cu file")
+    source: str = Field(description="the candidate's complete source: a .cu file, or a Triton kernel.py")
+    language: Language = Field(
+        default="cuda", description="`cuda` (.cu, the TVM-FFI ABI) or `triton` (kernel.py with a DPS `run`)"
+    )
     workload: str | None = Field(
         default=None, description="workload uuid or prefix; the headline one if unset"
     )
@@ -33,6 +39,14 @@ class EvalRequest(BaseModel):
     )
     profile_timeout_s: float = 300.0
     sanitize: bool = Field(default=True, description="the memcheck gate beside correctness")
+
+
+def require_executor_for(language: Language, executor: str) -> None:
+    """A Triton candidate is judged by the static executor only: the GPU runner does not load Triton yet."""
+    if language == "triton" and executor != "static":
+        raise UserError(
+            f"--language triton runs on the static executor only (build and static tier, no GPU), not {executor!r}"
+        )
 
 
 class Progress(BaseModel):

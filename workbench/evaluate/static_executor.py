@@ -1,4 +1,4 @@
-"""The `static` executor: build and static SASS only, on any machine with nvcc; no GPU.
+"""The `static` executor: build and static SASS only, on any machine with nvcc (or Triton); no GPU.
 
 Correctness, dynamic and timing are reported as `not_run`, and so is the overall verdict when the
 two static tiers pass: a static pass is not a pass.
@@ -13,7 +13,8 @@ from workbench.evaluate.pipeline import new_result, run_stages
 from workbench.evaluate.request import EvalRequest, ProgressCallback
 from workbench.evaluate.result import EvalResult, StageBase, Status
 from workbench.evaluate.sass import static_stage
-from workbench.tasks import get_target
+from workbench.evaluate.triton_build import build_triton
+from workbench.tasks import get_target, resolve_task
 
 
 class StaticExecutor:
@@ -29,6 +30,16 @@ class StaticExecutor:
         result = new_result(request, self.name)
 
         async def build_step(_: EvalResult) -> StageBase:
+            if request.language == "triton":
+                task = resolve_task(request.task)
+                return await build_triton(
+                    request.source,
+                    task,
+                    task.workload(request.workload),
+                    target,
+                    request.compile_timeout_s,
+                    self.cache_dir,
+                )
             return await build(request.source, target, request.compile_timeout_s, self.cache_dir)
 
         async def static_step(so_far: EvalResult) -> StageBase:

@@ -1,0 +1,217 @@
+"""The Triton ban (`workbench.evaluate.triton_ban`): hand-written ways around it, one rule each, and
+honest kernels that must pass untouched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workbench.evaluate.triton_ban import scan
+
+KERNELS = Path(__file__).parent / "data" / "triton"
+
+BASE = """import math
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(Y + offsets, tl.load(X + offsets, mask=mask), mask=mask)
+
+
+def run(X, Y):
+    n = X.numel()
+    copy_kernel[(triton.cdiv(n, 1024),)](X, Y, n, BLOCK=1024, num_warps=4)
+"""
+
+
+def rules(source: str) -> list[str]:
+    return [finding.rule for finding in scan(source)]
+
+
+@pytest.mark.parametrize("path", sorted(KERNELS.glob("*.py")), ids=lambda p: p.stem)
+def test_honest_kernels_pass(path: Path) -> None:
+    assert scan(path.read_text()) == []
+
+
+def test_the_base_passes_and_host_glue_is_allowed() -> None:
+    glue = BASE.replace(
+        "    n = X.numel()\n",
+        "    n = X.numel()\n"
+        "    assert X.is_contiguous() and X.dtype == torch.bfloat16, 'contiguous bf16'\n"
+        "    scratch = torch.empty((n,), device=X.device, dtype=torch.float32)\n"
+        "    like = torch.empty_like(X)\n"
+        "    flat = X.view(-1)\n"
+        "    sms = torch.cuda.get_device_properties(X.device).multi_processor_count\n"
+        "    shape = [d for d in X.shape]\n"
+        "    shape.append(math.ceil(n / 2))\n"
+        "    eps = torch.finfo(torch.float32).eps\n",
+    )
+    assert scan(glue) == []
+    allocator = BASE + (
+        "\n\ndef alloc(size, alignment, stream):\n"
+        "    return torch.empty(size, device='cuda', dtype=torch.int8)\n\n\n"
+        "triton.set_allocator(alloc)\n"
+    )
+    assert scan(allocator) == []
+
+
+HOST = "\n\ndef helper(A, B, C):\n    {}\n"
+BAD_CASES = [
+    # PTXBench's floor
+    ("import cutlass.cute as cute", "cutlass_dsl"),
+    ("from cutlass import cute", "cutlass_dsl"),
+    ("from torch import matmul", "torch_import"),
+    ("import torch as T", "torch_import"),
+    (HOST.format("return torch.matmul(A, B)"), "torch_compute"),
+    (HOST.format("return A.mm(B)"), "library_compute"),
+    (HOST.format("return A @ B"), "matmul_operator"),
+    (HOST.format("C @= B"), "matmul_operator"),
+    (HOST.format("return __import__('torch').matmul(A, B)"), "dunder"),
+    (HOST.format("return getattr(torch, 'mat' + 'mul')(A, B)"), "getattr"),
+    (HOST.format("torch = A"), "rebinding"),
+    # torch compute, by any name
+    (HOST.format("return torch.bmm(A, B)"), "torch_compute"),
+    (HOST.format("return torch.einsum('ij,kj->ik', A, B)"), "torch_compute"),
+    (HOST.format("return torch.nn.functional.linear(A, B)"), "torch_compute"),
+    (HOST.format("return torch.nn.functional.scaled_dot_product_attention(A, B, C)"), "torch_compute"),
+    (HOST.format("return torch.softmax(A, -1)"), "torch_compute"),
+    (HOST.format("return torch.ops.aten.mm.default(A, B)"), "torch_compute"),
+    (HOST.format("return torch._C._nn.linear(A, B)"), "torch_compute"),
+    (HOST.format("return torch.Tensor.add(A, B)"), "torch_compute"),
+    (HOST.format("return torch.zeros_like(C)"), "torch_compute"),
+    (
+        HOST.format(
+            "return torch.cuda.jiterator._create_jit_fn('template <typename T> T f(T x) { return x; }')"
+        ),
+        "torch_compute",
+    ),
+    (HOST.format("return torch.cuda.CUDAGraph()"), "torch_compute"),
+    (HOST.format("return torch.compile(helper)"), "torch_compute"),
+    (HOST.format("f = torch.matmul"), "torch_alias"),
+    (HOST.format("return list(map(torch.mul, [A], [B]))"), "torch_alias"),
+    (HOST.format("t = torch"), "module_alias"),
+    (HOST.format("return C.copy_(A)"), "tensor_method"),
+    (HOST.format("return A.float().sum()"), "tensor_method"),
+    (HOST.format("return A.to(torch.float32)"), "tensor_method"),
+    (HOST.format("return A.item()"), "tensor_method"),
+    (HOST.format("return A.softmax(-1)"), "library_compute"),
+    (HOST.format("C[:] = A"), "host_write"),
+    (HOST.format("C.data = A"), "host_write"),
+    # dynamic code and introspection
+    ("import importlib", "import_not_allowed"),
+    ("import os", "import_not_allowed"),
+    ("import numpy as np", "import_not_allowed"),
+    ("import torch.nn.functional as F", "import_not_allowed"),
+    ("from triton.runtime import driver", "import_not_allowed"),
+    ("from math import *", "import_not_allowed"),
+    (HOST.format("return eval('A @ B')"), "dynamic_code"),
+    (HOST.format("exec('import os')"), "dynamic_code"),
+    (HOST.format("return compile('x', 'f', 'eval')"), "dynamic_code"),
+    (HOST.format("return globals()['torch']"), "dynamic_code"),
+    (HOST.format("return open('/etc/passwd').read()"), "dynamic_code"),
+    (HOST.format("return type(A).__mro__"), "dynamic_code"),
+    (HOST.format("return A.__class__"), "dunder"),
+    (HOST.format("setattr(A, 'x', B)"), "getattr"),
+    (HOST.format("global STATE"), "global_state"),
+    ("class Fake:\n    pass", "class"),
+    ("async def run_later(A):\n    return A", "async"),
+    (HOST.format("import math"), "import_not_allowed"),
+    # rebinding and shadowing
+    ("import math as torch", "rebinding"),
+    ("import math as tl", "rebinding"),
+    ("triton = None", "rebinding"),
+    ("def helper(torch):\n    return torch", "rebinding"),
+    (HOST.format("for tl in range(3):\n        pass"), "rebinding"),
+    # the Triton API
+    (HOST.format("return triton.testing.do_bench(lambda: None)"), "triton_api"),
+    (HOST.format("triton.knobs.nvidia.ptxas_options = '-O0'"), "triton_api"),
+    (HOST.format("return triton.compiler.compile"), "triton_api"),
+    (HOST.format("return copy_kernel.run(A, B, 1, BLOCK=8, grid=(1,), warmup=False)"), "tensor_method"),
+    (HOST.format("k = triton.jit(helper)"), "jit_placement"),
+    (HOST.format("copy_kernel[(1,)](A, B, 1, BLOCK=8, ptx_options='-O0')"), "launch_option"),
+    (HOST.format("copy_kernel[(1,)](A, B, 1, BLOCK=8, extern_libs={'x': '/tmp/x.bc'})"), "launch_option"),
+]
+
+
+@pytest.mark.parametrize(
+    ("addition", "rule"), BAD_CASES, ids=[f"{r}-{i}" for i, (_, r) in enumerate(BAD_CASES)]
+)
+def test_each_way_around_is_named(addition: str, rule: str) -> None:
+    found = scan(BASE + "\n" + addition + "\n")
+    assert rule in [f.rule for f in found], [f.describe() for f in found]
+    line = next(f for f in found if f.rule == rule)
+    # One line per finding, the CUDA scan's format: where, which rule, why, the line itself.
+    assert line.describe().startswith(f"line {line.line}: [{rule}] ")
+    assert line.text and line.text in (BASE + "\n" + addition).splitlines()[line.line - 1]
+
+
+@pytest.mark.parametrize(
+    ("decorators", "rule"),
+    [
+        (
+            "@triton.autotune(configs=[triton.Config({'BLOCK': 64})], key=['n'], reset_to_zero=['Y'])\n",
+            "autotune_hook",
+        ),
+        (
+            "@triton.autotune(configs=[triton.Config({'BLOCK': 64}, pre_hook=print)], key=['n'])\n",
+            "autotune_hook",
+        ),
+        (
+            "@triton.autotune(configs=[triton.Config({'BLOCK': 64}, ir_override='k.ptx')], key=['n'])\n",
+            "autotune_hook",
+        ),
+        ("@triton.jit(launch_metadata=print)\n", "launch_option"),
+        ("@torch.compile\n", "decorator"),
+    ],
+)
+def test_decorators_and_autotune_hooks(decorators: str, rule: str) -> None:
+    source = BASE.replace("@triton.jit\n", decorators + "@triton.jit\n", 1)
+    assert rule in rules(source)
+
+
+def test_device_code_is_triton_language() -> None:
+    """Tensor methods are Triton's inside a kernel; PTXBench's library names are not allowed there either."""
+    device = BASE.replace(
+        "    tl.store(Y + offsets, tl.load(X + offsets, mask=mask), mask=mask)\n",
+        "    x = tl.load(X + offsets, mask=mask).to(tl.float32)\n"
+        "    tl.store(Y + offsets, x.to(tl.bfloat16), mask=mask)\n",
+    )
+    assert scan(device) == []
+    softmax = device.replace("x.to(tl.bfloat16)", "tl.softmax(x).to(tl.bfloat16)")
+    assert rules(softmax) == ["library_compute"]
+    nested = BASE + "\n\ndef outer():\n    @triton.jit\n    def inner(X):\n        pass\n    return inner\n"
+    assert "jit_placement" in rules(nested)
+
+
+def test_the_entry_point() -> None:
+    assert rules("import triton\n\ndef run(x, y):\n    return None\n") == ["no_kernel"]
+    no_run = BASE.replace("def run(X, Y):", "def launch(X, Y):")
+    assert rules(no_run) == ["entry"]
+    decoy = BASE.replace(
+        "    copy_kernel[(triton.cdiv(n, 1024),)](X, Y, n, BLOCK=1024, num_warps=4)\n", "    return None\n"
+    )
+    assert rules(decoy) == ["no_launch"]
+    through_helper = (
+        BASE.replace("def run(X, Y):", "def launch(X, Y):") + "\n\ndef run(X, Y):\n    launch(X, Y)\n"
+    )
+    assert scan(through_helper) == []
+
+
+def test_a_syntax_error_is_one_finding() -> None:
+    found = scan("def run(:\n")
+    assert [f.rule for f in found] == ["syntax"]
+    assert found[0].describe().startswith("line 1: [syntax] not valid Python")
+
+
+def test_findings_come_in_line_order_with_every_one_named() -> None:
+    source = BASE + HOST.format("x = torch.matmul(A, B)\n    return A @ B")
+    found = scan(source)
+    assert [f.rule for f in found] == ["torch_compute", "matmul_operator"]
+    assert [f.line for f in found] == sorted(f.line for f in found)

@@ -1,0 +1,478 @@
+"""Triton ban: an AST check of a candidate `kernel.py`, before any of it runs.
+
+A Triton candidate does its work in its own `@triton.jit` kernels. The host code around them (`run`,
+its helpers, module constants) may read tensor metadata, take views, allocate uninitialised scratch,
+build TMA descriptors and launch; nothing else. Device code (the bodies of `@triton.jit` functions) is
+Triton's language and is judged by the compiler, but the rules on names, imports and dynamic code hold
+there too. Every finding names its line and rule, as the CUDA scan (`ban.py`) does.
+
+PTXBench's Triton rules are the floor: no CUTLASS/CuTe DSL import, no `from torch import`, `import torch`
+without an alias, no rebinding of torch/triton, no `@`, no dynamic import, no `getattr` on torch, no
+torch call but `torch.cuda.*`, none of its library-compute method names (matmul, mm, bmm, einsum,
+linear, sdpa, softmax, conv, addmm, baddbmm, addbmm) anywhere, a `run` and a `@triton.jit` kernel.
+Stricter here: only allowed imports, no `getattr`/`exec`/`eval`/dunders at all, host methods from an
+allow-list (no `.to`, `.copy_`, `.sum`, `.item`, ...), no item or attribute writes in host code, only a
+few `torch.cuda` queries (no jiterator, graphs, streams or events), only the Triton host API that
+launching needs, no autotune hooks (they run torch work: `reset_to_zero` zero-fills with torch), no
+launch option that changes the compiler (`ptx_options`, `ir_override`, `extern_libs`), and `run` must
+launch one of the file's kernels. One deliberate difference: uninitialised allocation (`torch.empty`,
+`empty_like`, `empty_strided`, `.new_empty`) is allowed anywhere, not only in a `triton.set_allocator`
+function, because it launches no kernel and backward kernels need scratch (Delta, fp32 dQ); fills
+(`zeros`, `ones`, `full`) are torch kernels and are not allowed.
+
+The check is static and can be outrun (a value that is a tensor cannot always be told from one that is
+an int): the build's trace of `run` (`triton_trace`) records every torch operation `run` performs, and
+on a GPU every kernel a call launches must be one the module compiled.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from workbench.evaluate.ban import BanFinding
+
+# Modules a candidate may import (`import X` or `import X as Y` for the triton ones).
+ALLOWED_MODULES = frozenset(
+    {
+        "torch",
+        "triton",
+        "triton.language",
+        "triton.language.extra",
+        "triton.language.extra.cuda",
+        "triton.language.extra.libdevice",
+        "triton.language.extra.cuda.libdevice",
+        "triton.tools.tensor_descriptor",
+        "math",
+        "typing",
+    }
+)
+# `from M import name` where M is one of these: None = any name of it.
+ALLOWED_FROM: dict[str, frozenset[str] | None] = {
+    "__future__": frozenset({"annotations"}),
+    "math": None,
+    "typing": frozenset({"Any", "Callable", "Dict", "List", "Optional", "Sequence", "Tuple", "Union"}),
+    "triton": frozenset({"language", "jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2"}),
+    "triton.language": None,
+    "triton.language.extra": frozenset({"libdevice", "cuda"}),
+    "triton.language.extra.cuda": frozenset({"libdevice"}),
+    "triton.tools.tensor_descriptor": frozenset({"TensorDescriptor"}),
+}
+_DSL_ROOTS = frozenset({"cutlass", "cute", "nvidia_cutlass_dsl"})
+
+# torch calls that compute nothing: uninitialised allocation and metadata.
+TORCH_CALLS = frozenset(
+    {"torch.empty", "torch.empty_like", "torch.empty_strided", "torch.device", "torch.finfo", "torch.iinfo",
+     "torch.Size"}
+)  # fmt: skip
+# torch.cuda queries a launch may need; the rest of torch.cuda (jiterator, graphs, streams, events,
+# memory, cudart) is not allowed.
+TORCH_CUDA_CALLS = frozenset(
+    {"current_device", "current_stream", "set_device", "device", "get_device_properties",
+     "get_device_capability", "get_device_name", "device_count", "is_available"}
+)  # fmt: skip
+_TORCH_FILLS = frozenset(
+    {"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "arange", "rand", "randn", "randint",
+     "rand_like", "randn_like", "tensor", "as_tensor", "from_numpy", "eye", "linspace"}
+)  # fmt: skip
+TORCH_DTYPES = frozenset(
+    {"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "short", "int", "long",
+     "float16", "half", "bfloat16", "float32", "float", "float64", "double", "float8_e4m3fn", "float8_e5m2",
+     "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2"}
+)  # fmt: skip
+_TORCH_TYPES = frozenset({"Tensor", "dtype", "device", "Size"})
+
+# What host code may call on a value (a tensor, a tuple, a dict): metadata, views, allocation, and the
+# containers' own methods. A view that must copy (`.reshape`, `.contiguous` of a strided tensor) is
+# caught by the trace.
+HOST_METHODS = frozenset(
+    {"stride", "size", "numel", "nelement", "dim", "ndimension", "element_size", "is_contiguous", "data_ptr",
+     "get_device", "storage_offset",
+     "view", "view_as", "reshape", "transpose", "permute", "t", "unsqueeze", "squeeze", "expand", "expand_as",
+     "as_strided", "unflatten", "flatten", "narrow", "select", "split", "chunk", "unbind", "contiguous",
+     "detach", "new_empty", "new_empty_strided",
+     "append", "extend", "insert", "pop", "index", "count", "items", "keys", "values", "get", "setdefault",
+     "update", "copy", "format", "join", "bit_length"}
+)  # fmt: skip
+# The names PTXBench rejects as library compute wherever they are called (`tl.softmax` included).
+LIBRARY_COMPUTE = frozenset(
+    {"addbmm", "addmm", "baddbmm", "bmm", "conv1d", "conv2d", "conv3d", "einsum", "linear", "matmul", "mm",
+     "scaled_dot_product_attention", "softmax"}
+)  # fmt: skip
+# The Triton host API a launch needs; `triton.language.*` is device language and always allowed.
+TRITON_HOST_API = frozenset(
+    {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "set_allocator", "language", "tools"}
+)  # fmt: skip
+_TRITON_TOOLS = "triton.tools.tensor_descriptor.TensorDescriptor"
+_JIT_OPTIONS = frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "noinline", "debug"})
+_AUTOTUNE_HOOKS = frozenset(
+    {"reset_to_zero", "restore_value", "pre_hook", "post_hook", "do_bench", "use_cuda_graph", "cache_results"}
+)  # fmt: skip
+_CONFIG_HOOKS = frozenset({"pre_hook", "ir_override"})
+# Launch options that only shape the kernel; the rest (ptx_options, ir_override, extern_libs, debug,
+# arch, ...) change what the compiler is or does.
+LAUNCH_OPTIONS = frozenset(
+    {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_pdl",
+     "launch_cooperative_grid"}
+)  # fmt: skip
+_DYNAMIC = frozenset(
+    {"exec", "eval", "compile", "globals", "locals", "vars", "open", "breakpoint", "type", "memoryview",
+     "importlib"}
+)  # fmt: skip
+_ATTRIBUTE_BY_NAME = frozenset({"getattr", "setattr", "delattr"})
+_DUNDER = re.compile(r"^__\w+__$")
+
+
+@dataclass
+class _Module:
+    """What the imports bound: local name -> what it stands for (`torch`, `triton.language`, ...)."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    modules: set[str] = field(default_factory=set)  # the local names that stand for a module
+    kernels: dict[str, ast.FunctionDef] = field(default_factory=dict)  # top-level @triton.jit functions
+    functions: dict[str, ast.FunctionDef] = field(default_factory=dict)  # every top-level function
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """`tl.dot` -> `triton.language.dot` for a pure attribute chain over an imported name."""
+        if isinstance(node, ast.Name):
+            return self.names.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            return f"{base}.{node.attr}" if base else None
+        return None
+
+
+class _Checker:
+    def __init__(self, source: str, tree: ast.Module) -> None:
+        self.lines = source.splitlines()
+        self.tree = tree
+        self.module = _Module()
+        self.findings: list[BanFinding] = []
+        self.parents: dict[ast.AST, ast.AST] = {
+            child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)
+        }
+
+    # ------------------------------------------------------------------ helpers
+
+    def add(self, node: ast.AST, rule: str, why: str) -> None:
+        line = getattr(node, "lineno", 1)
+        text = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+        self.findings.append(BanFinding(line, rule, text, why))
+
+    def is_jit(self, decorator: ast.AST) -> bool:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return self.module.resolve(target) == "triton.jit"
+
+    def device_nodes(self) -> set[int]:
+        """ids of every node inside a `@triton.jit` function's body (device code)."""
+        inside: set[int] = set()
+        for kernel in self.module.kernels.values():
+            for statement in kernel.body:
+                inside.update(id(n) for n in ast.walk(statement))
+        return inside
+
+    # ------------------------------------------------------------------ passes
+
+    def check(self) -> list[BanFinding]:
+        self.imports()
+        self.top_level()
+        device = self.device_nodes()
+        for node in ast.walk(self.tree):
+            self.node(node, id(node) in device)
+        self.entry()
+        return sorted(self.findings, key=lambda f: f.line)
+
+    def imports(self) -> None:
+        for node in ast.walk(self.tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if self.parents.get(node) is not self.tree:
+                self.add(node, "import_not_allowed", "imports belong at the top level of the file")
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    self.import_module(node, alias)
+            else:
+                self.import_from(node)
+
+    def import_module(self, node: ast.Import, alias: ast.alias) -> None:
+        name = alias.name
+        if name.split(".")[0] in _DSL_ROOTS:
+            self.add(node, "cutlass_dsl", "CUTLASS/CuTe DSL is not allowed")
+        elif name == "torch" and alias.asname not in (None, "torch"):
+            self.add(node, "torch_import", "import torch without an alias, so its use can be checked")
+        elif name not in ALLOWED_MODULES:
+            self.add(node, "import_not_allowed", f"{name} is not on the import allow-list")
+        elif alias.asname:
+            self.bind_import(alias.asname, name)
+        else:
+            self.bind_import(name.split(".")[0], name.split(".")[0])
+
+    def bind_import(self, local: str, target: str) -> None:
+        self.module.names[local] = target
+        if target in ALLOWED_MODULES:
+            self.module.modules.add(local)
+
+    def import_from(self, node: ast.ImportFrom) -> None:
+        module = "." * node.level + (node.module or "")
+        if module.split(".")[0] in _DSL_ROOTS:
+            self.add(node, "cutlass_dsl", "CUTLASS/CuTe DSL is not allowed")
+            return
+        if module == "torch" or module.startswith("torch."):
+            self.add(node, "torch_import", "`from torch ... import` is not allowed: use `torch.` names")
+            return
+        allowed = ALLOWED_FROM.get(module, frozenset())
+        for alias in node.names:
+            if alias.name == "*" or (allowed is not None and alias.name not in allowed):
+                self.add(node, "import_not_allowed", f"{module}.{alias.name} is not on the import allow-list")
+            elif module != "__future__":
+                self.bind_import(alias.asname or alias.name, f"{module}.{alias.name}")
+
+    def top_level(self) -> None:
+        for statement in self.tree.body:
+            if isinstance(statement, ast.FunctionDef):
+                self.module.functions[statement.name] = statement
+                if any(self.is_jit(d) for d in statement.decorator_list):
+                    self.module.kernels[statement.name] = statement
+                for decorator in statement.decorator_list:
+                    self.decorator(decorator)
+
+    def decorator(self, decorator: ast.AST) -> None:
+        call = decorator if isinstance(decorator, ast.Call) else None
+        name = self.module.resolve(call.func if call else decorator)
+        if name not in ("triton.jit", "triton.autotune", "triton.heuristics"):
+            self.add(decorator, "decorator", "only @triton.jit, @triton.autotune and @triton.heuristics")
+            return
+        for keyword in call.keywords if call else []:
+            if name == "triton.jit" and keyword.arg not in _JIT_OPTIONS:
+                self.add(keyword, "launch_option", f"@triton.jit({keyword.arg}=...) is not allowed")
+            elif name == "triton.autotune" and keyword.arg in _AUTOTUNE_HOOKS:
+                self.add(
+                    keyword,
+                    "autotune_hook",
+                    f"autotune's {keyword.arg} runs host work around the kernel (a torch fill or copy)",
+                )
+
+    def node(self, node: ast.AST, device: bool) -> None:
+        if isinstance(node, ast.Name):
+            self.name(node)
+        elif isinstance(node, ast.Attribute):
+            self.attribute(node)
+        elif isinstance(node, ast.Call):
+            self.call(node, device)
+        elif isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
+            self.add(
+                node, "matmul_operator", "the `@` operator is not allowed: multiply in your kernel (tl.dot)"
+            )
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            self.add(node, "global_state", "global and nonlocal state are not allowed")
+        elif isinstance(node, ast.ClassDef):
+            self.add(node, "class", "classes are not allowed in a Triton candidate")
+        elif isinstance(node, (ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)):
+            self.add(node, "async", "async code is not allowed: run is a plain function")
+        elif isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            self.function(node)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)) and not device:
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, (ast.Attribute, ast.Subscript)) and isinstance(
+                        part.ctx, (ast.Store, ast.Del)
+                    ):
+                        self.add(
+                            node,
+                            "host_write",
+                            "host code writes no item or attribute (a tensor item write is a torch copy)",
+                        )
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            self.binding(node, node.name)
+        elif isinstance(node, ast.alias) and node.asname:
+            self.import_binding(node)
+
+    def name(self, node: ast.Name) -> None:
+        if _DUNDER.match(node.id):
+            self.add(node, "dunder", f"`{node.id}` is not allowed (dunder names reach the interpreter)")
+        elif node.id in _ATTRIBUTE_BY_NAME:
+            self.add(node, "getattr", f"`{node.id}` reaches attributes by a computed name")
+        elif node.id in _DYNAMIC:
+            self.add(
+                node, "dynamic_code", f"`{node.id}` is not allowed (dynamic code, files or introspection)"
+            )
+        elif isinstance(node.ctx, (ast.Store, ast.Del)):
+            self.binding(node, node.id)
+        elif node.id in self.module.modules and not isinstance(self.parents.get(node), ast.Attribute):
+            self.add(
+                node, "module_alias", f"`{node.id}` is used only through its attributes (no alias of it)"
+            )
+
+    def binding(self, node: ast.AST, name: str) -> None:
+        if name in self.module.names or name in ("torch", "triton", "tl"):
+            self.add(node, "rebinding", f"rebinding `{name}` is not allowed")
+
+    def import_binding(self, node: ast.alias) -> None:
+        if node.asname in ("torch", "triton") and node.name != node.asname:
+            self.add(node, "rebinding", f"rebinding `{node.asname}` is not allowed")
+        elif node.asname == "tl" and node.name not in ("triton.language", "language"):
+            self.add(node, "rebinding", "rebinding `tl` is not allowed")
+
+    def function(self, node: ast.FunctionDef | ast.Lambda) -> None:
+        arguments = node.args
+        every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+        every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+        for argument in every:
+            if _DUNDER.match(argument.arg):
+                self.add(argument, "dunder", f"`{argument.arg}` is not allowed")
+            else:
+                self.binding(argument, argument.arg)
+        if isinstance(node, ast.FunctionDef):
+            if _DUNDER.match(node.name):
+                self.add(node, "dunder", f"`{node.name}` is not allowed")
+            self.binding(node, node.name)
+            if self.parents.get(node) is not self.tree and any(self.is_jit(d) for d in node.decorator_list):
+                self.add(node, "jit_placement", "@triton.jit functions are top-level functions of the file")
+
+    def attribute(self, node: ast.Attribute) -> None:
+        if _DUNDER.match(node.attr):
+            self.add(
+                node, "dunder", f"`.{node.attr}` is not allowed (dunder attributes reach the interpreter)"
+            )
+            return
+        parent = self.parents.get(node)
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return  # judged as part of the longer chain
+        full = self.module.resolve(node)
+        if full is None:
+            return
+        called = isinstance(parent, ast.Call) and parent.func is node
+        if full.startswith("torch."):
+            self.torch_reference(node, full, called)
+        elif full.startswith(_TRITON_TOOLS):
+            if full not in (_TRITON_TOOLS, f"{_TRITON_TOOLS}.from_tensor"):
+                self.add(node, "triton_api", f"{full} is not part of the Triton API a candidate may use")
+        elif (
+            full.startswith("triton.")
+            and not full.startswith("triton.language")
+            and (full.split(".")[1] not in TRITON_HOST_API or full.startswith("triton.tools."))
+        ):
+            self.add(node, "triton_api", f"{full} is not part of the Triton API a candidate may use")
+
+    def torch_reference(self, node: ast.AST, full: str, called: bool) -> None:
+        parts = full.split(".")
+        if called:
+            if full in TORCH_CALLS or (
+                len(parts) == 3 and parts[1] == "cuda" and parts[2] in TORCH_CUDA_CALLS
+            ):
+                return
+            if len(parts) == 2 and parts[1] in _TORCH_FILLS:
+                why = f"{full} runs a torch kernel (a fill): allocate with torch.empty and write it in your kernel"
+            else:
+                why = f"{full}(...) is torch compute: do the work in your @triton.jit kernels"
+            self.add(node, "torch_compute", why)
+        elif not (len(parts) == 2 and (parts[1] in TORCH_DTYPES or parts[1] in _TORCH_TYPES)):
+            self.add(
+                node, "torch_alias", f"{full} is used without being called (an alias of a torch function)"
+            )
+
+    def call(self, node: ast.Call, device: bool) -> None:
+        func = node.func
+        name = self.module.resolve(func)
+        if name in ("triton.jit", "triton.autotune", "triton.heuristics") and not self.is_decorator(node):
+            self.add(node, "jit_placement", f"{name} is used only as a decorator of a top-level function")
+        if name == "triton.Config":
+            for keyword in node.keywords:
+                if keyword.arg in _CONFIG_HOOKS:
+                    self.add(keyword, "autotune_hook", f"triton.Config({keyword.arg}=...) is not allowed")
+        if isinstance(func, ast.Attribute) and name is None:
+            if func.attr in LIBRARY_COMPUTE:
+                self.add(
+                    node,
+                    "library_compute",
+                    f"`.{func.attr}(...)` is library compute: write it in your kernel (tl.dot, tl.max, tl.sum, tl.exp)",
+                )
+            elif not device and func.attr not in HOST_METHODS:
+                self.add(
+                    node,
+                    "tensor_method",
+                    f"`.{func.attr}(...)` in host code: only metadata, view and allocation methods run outside "
+                    "your kernels",
+                )
+        elif (
+            isinstance(func, ast.Attribute)
+            and name is not None
+            and func.attr in LIBRARY_COMPUTE
+            and not name.startswith("torch.")
+        ):
+            self.add(node, "library_compute", f"{name}(...) is library compute: write it in your kernel")
+        if (
+            isinstance(func, ast.Subscript)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in self.module.kernels
+        ):
+            self.launch(node, self.module.kernels[func.value.id])
+
+    def is_decorator(self, node: ast.Call) -> bool:
+        parent = self.parents.get(node)
+        return isinstance(parent, ast.FunctionDef) and node in parent.decorator_list
+
+    def launch(self, node: ast.Call, kernel: ast.FunctionDef) -> None:
+        params = {a.arg for a in [*kernel.args.posonlyargs, *kernel.args.args, *kernel.args.kwonlyargs]}
+        for keyword in node.keywords:
+            if keyword.arg is not None and keyword.arg not in params and keyword.arg not in LAUNCH_OPTIONS:
+                self.add(
+                    keyword,
+                    "launch_option",
+                    f"launch option {keyword.arg}= is not allowed (allowed: {', '.join(sorted(LAUNCH_OPTIONS))})",
+                )
+
+    def entry(self) -> None:
+        run = self.module.functions.get("run")
+        if not self.module.kernels:
+            self.add(self.tree, "no_kernel", "the file defines no @triton.jit kernel")
+        if run is None:
+            self.add(self.tree, "entry", "the file defines no top-level `def run(...)`")
+            return
+        if run.decorator_list:
+            self.add(run, "entry", "`run` is a plain host function, not decorated")
+            return
+        if self.module.kernels and not self.launches_from(run):
+            self.add(
+                run, "no_launch", "`run` launches none of the file's @triton.jit kernels (kernel[grid](...))"
+            )
+
+    def launches_from(self, run: ast.FunctionDef) -> bool:
+        """Whether `run`, or a top-level host function it calls by name, launches a kernel of the file."""
+        seen: set[str] = set()
+        todo = [run]
+        while todo:
+            function = todo.pop()
+            for node in _calls(function):
+                func = node.func
+                if (
+                    isinstance(func, ast.Subscript)
+                    and isinstance(func.value, ast.Name)
+                    and func.value.id in self.module.kernels
+                ):
+                    return True
+                if isinstance(func, ast.Name) and func.id in self.module.functions and func.id not in seen:
+                    seen.add(func.id)
+                    if func.id not in self.module.kernels:
+                        todo.append(self.module.functions[func.id])
+        return False
+
+
+def _calls(function: ast.FunctionDef) -> Iterator[ast.Call]:
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call):
+            yield node
+
+
+def scan(source: str) -> list[BanFinding]:
+    """Every ban finding in a Triton candidate, in line order (a syntax error is the one finding)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        text = (exc.text or "").strip()
+        return [BanFinding(line, "syntax", text, f"not valid Python: {exc.msg}")]
+    return _Checker(source, tree).check()
