@@ -28,11 +28,14 @@ def test_the_attention_demo_at_180_columns_cuts_nothing_silently(tmp_path: Path)
         "demo", "mha_with_lse_d128_causal_fix_h200.jsonl", "--speed", "1000", cwd=tmp_path
     ) as pane:
         screen = pane.wait(lambda s: "ended" in s and "turn 2/2" in s, timeout_s=120)
-        assert "✘ incorrect_numeric" in screen and "verdict" in screen  # whole, or cut with an ellipsis
+        # The verdict whole, or cut with an ellipsis; never at the pane's edge.
+        assert "✘ incorrect_numerical" in screen or "✘ incorrect_num" in screen and "…" in screen
         assert "best 0.95× at turn 2" in screen  # the trend caption, whole
         assert "lines · " in screen  # folded messages keep their line count
         pane.keys("[")
-        wrong = pane.wait(lambda s: "LSE: max abs err 11.5" in s)
-        assert "O: max abs err" in wrong  # one correctness line per output
+        wrong = pane.wait(lambda s: "incorrect_numerical 0/" in s and "LSE: max abs err" in s)
+        assert (
+            "│            O: max abs err" in wrong and "│            LSE: max abs err" in wrong
+        )  # a line each
         pane.keys("c", "n")  # n from the conversation: the code pane still jumps
         pane.keys("q")
