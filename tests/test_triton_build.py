@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from agent_support import shared_build_cache
 
 pytest.importorskip("triton", reason="the Triton track needs the triton wheel (the dev lock has it)")
 
@@ -47,14 +48,6 @@ def run(A, B, C):
     n = C.numel()
     options = {"ptx_options": "-O0"}
     copy_kernel[(triton.cdiv(n, 1024),)](doubled, C, n, BLOCK=1024, **options)
-"""
-)
-NO_TENSOR_CORE = (
-    COPY
-    + """
-def run(A, B, C):
-    n = C.numel()
-    copy_kernel[(triton.cdiv(n, 1024),)](A, C, n, BLOCK=1024)
 """
 )
 NEVER_LAUNCHES = (
@@ -99,7 +92,7 @@ CASES: dict[str, tuple[str, str, str]] = {
     "gemm_tma": ((KERNELS / "gemm_tma.py").read_text(), GEMM, "hopper"),
     "gemm_blackwell": ((KERNELS / "gemm_block_ptr.py").read_text(), GEMM, "blackwell"),
     "attention": ((KERNELS / "attention_fwd.py").read_text(), ATTENTION, "hopper"),
-    "no_tensor_core": (NO_TENSOR_CORE, GEMM, "hopper"),
+    "no_tensor_core": ((KERNELS / "copy_no_dot.py").read_text(), GEMM, "hopper"),
     "decoy": (DECOY, GEMM, "hopper"),
     "never_launches": (NEVER_LAUNCHES, GEMM, "hopper"),
     "wrong_abi": (WRONG_ABI, GEMM, "hopper"),
@@ -114,7 +107,7 @@ def request(source: str, task: str, target: str) -> EvalRequest:
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("triton-builds")
+    return shared_build_cache(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,10 @@
 
 A pack is a folder under `knowledge_packs/` with a `pack.json` manifest naming its files in prompt
 order (markdown topics and `.cuh` helper headers, possibly shared from `knowledge_packs/common/`)
-and its variant pattern files, of which a run may add one. The prompt text is assembled in that
-order; its sha256 and the id `<name>[+<variant>]@<first 12 hex digits>` are what sessions record.
+and its variant pattern files, of which a run may add one; `triton` names the files of its Triton
+section, the pack a `--language triton` run gets instead. The prompt text is assembled in that
+order; its sha256 and the id `<name>[:triton][+<variant>]@<first 12 hex digits>` are what sessions
+record.
 
 Tokens are counted with tiktoken's o200k_base encoding. Its BPE file is read offline from the copy
 litellm ships (litellm points TIKTOKEN_CACHE_DIR there itself when imported).
@@ -22,6 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from workbench.errors import UserError
+from workbench.evaluate.request import Language
 from workbench.paths import knowledge_packs_dir
 from workbench.tasks.targets import get_target
 
@@ -43,6 +46,7 @@ class PackManifest(BaseModel):
     title: str
     files: list[str]
     variants: dict[str, str] = {}
+    triton: list[str] = []  # the Triton section's files, in prompt order
 
 
 class PackFile(BaseModel):
@@ -70,16 +74,19 @@ class Pack(BaseModel):
     variant: str | None
     files: list[PackFile]
     variants: list[str]
+    language: Language = "cuda"
 
     def prompt_text(self) -> str:
-        head = f"# Knowledge pack: {self.title} ({self.sm})\n"
+        section = ", Triton" if self.language == "triton" else ""
+        head = f"# Knowledge pack: {self.title} ({self.sm}{section})\n"
         return "\n".join([head, *(f.rendered() for f in self.files)])
 
     def sha256(self) -> str:
         return hashlib.sha256(self.prompt_text().encode("utf-8")).hexdigest()
 
     def pack_id(self) -> str:
-        label = self.name if self.variant is None else f"{self.name}+{self.variant}"
+        label = self.name if self.language == "cuda" else f"{self.name}:{self.language}"
+        label = label if self.variant is None else f"{label}+{self.variant}"
         return f"{label}@{self.sha256()[:12]}"
 
 
@@ -136,15 +143,26 @@ def _read_file(pack_dir: Path, rel: str, kind: FileKind) -> PackFile:
     return PackFile(path=path.relative_to(root).as_posix(), kind=kind, text=text)
 
 
-def load_pack(target: str, variant: str | None = None) -> Pack:
-    """The pack for `target` (a target name such as `hopper`), optionally with one pattern file."""
+def load_pack(target: str, variant: str | None = None, language: Language = "cuda") -> Pack:
+    """The pack for `target` (a target name such as `hopper`), optionally with one pattern file; for
+    `triton`, its Triton section (the pattern files are CUDA's: no variant there)."""
     sm = get_target(target).sm
     manifest_path = _manifest_path(target)
     if not manifest_path.is_file():
         raise UserError(f"no knowledge pack for target {target!r} (looked for {manifest_path})")
     manifest = _read_manifest(manifest_path)
     pack_dir = manifest_path.parent
-    files = [_read_file(pack_dir, rel, "topic") for rel in manifest.files]
+    if language == "triton":
+        if not manifest.triton:
+            raise UserError(f"pack {target!r} has no Triton section")
+        if variant is not None:
+            raise UserError(
+                f"pack {target!r}: the pattern variants are CUDA patterns; a Triton run takes none"
+            )
+    files = [
+        _read_file(pack_dir, rel, "topic")
+        for rel in (manifest.triton if language == "triton" else manifest.files)
+    ]
     if variant is not None:
         if variant not in manifest.variants:
             choices = ", ".join(sorted(manifest.variants)) or "none"
@@ -157,7 +175,8 @@ def load_pack(target: str, variant: str | None = None) -> Pack:
         title=manifest.title,
         variant=variant,
         files=files,
-        variants=sorted(manifest.variants),
+        variants=sorted(manifest.variants) if language == "cuda" else [],
+        language=language,
     )
 
 

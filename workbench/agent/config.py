@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workbench.errors import UserError
+from workbench.evaluate.request import Language
 
 ContextPolicy = Literal["full", "latest-pair"]
 
@@ -30,6 +31,10 @@ class AgentConfig(BaseModel):
     pack_variant: str | None = None
     workload: str | None = Field(
         default=None, description="workload uuid or prefix; the headline one if unset"
+    )
+    language: Language = Field(
+        default="cuda",
+        description="`cuda` (a .cu file) or `triton` (a kernel.py); sessions without it are cuda",
     )
 
 

@@ -1,13 +1,18 @@
-"""Find the candidate kernel in a model's answer: the last complete fenced CUDA block."""
+"""Find the candidate kernel in a model's answer: the last complete fenced CUDA (or Python) block."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from workbench.evaluate.request import Language
+
 ACCEPTED_TAGS = frozenset({"cuda", "cu", "cpp", "c++", ""})
+PYTHON_TAGS = frozenset({"python", "py", "python3", ""})
 _FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
 _EXPORT = "TVM_FFI_DLL_EXPORT_TYPED_FUNC"
+# What marks the kernel among a language's blocks, strongest first.
+_MARKERS = {"cuda": (_EXPORT, "__global__"), "triton": ("def run(", "@triton.jit")}
 
 
 @dataclass(frozen=True)
@@ -48,15 +53,17 @@ def fenced_blocks(text: str) -> list[CodeBlock]:
     return blocks
 
 
-def extract_kernel(text: str) -> str | None:
+def extract_kernel(text: str, language: Language = "cuda") -> str | None:
     """The candidate source, or None when the answer has no usable block.
 
-    Among complete blocks tagged cuda, cu, cpp, c++ or untagged, the last one that exports `run` wins;
-    failing that the last one with a `__global__` kernel; failing that the last non-empty one (so an
-    untagged shell line after the kernel does not replace it).
+    CUDA: among complete blocks tagged cuda, cu, cpp, c++ or untagged, the last one that exports `run`
+    wins; failing that the last one with a `__global__` kernel; failing that the last non-empty one (so
+    an untagged shell line after the kernel does not replace it). Triton: the same among blocks tagged
+    python, py, python3 or untagged, with `def run(` and then `@triton.jit` as the marks.
     """
-    accepted = [b.code for b in fenced_blocks(text) if b.tag in ACCEPTED_TAGS and b.code.strip()]
-    for marker in (_EXPORT, "__global__"):
+    tags = PYTHON_TAGS if language == "triton" else ACCEPTED_TAGS
+    accepted = [b.code for b in fenced_blocks(text) if b.tag in tags and b.code.strip()]
+    for marker in _MARKERS[language]:
         with_marker = [code for code in accepted if marker in code]
         if with_marker:
             return with_marker[-1]

@@ -14,6 +14,9 @@ from workbench.evaluate.result import EvalResult
 from workbench.session.events import Candidate
 
 _CHANGED = {"edited": "edited your kernel", "override": "replaced your kernel with their own"}
+# The file the model writes and the fence it goes in, per language.
+FILE = {"cuda": ".cu", "triton": "kernel.py"}
+FENCE = {"cuda": "cuda", "triton": "python"}
 
 
 def _turns_left(turn: int, config: AgentConfig) -> str:
@@ -27,7 +30,12 @@ def for_result(result: EvalResult, turn: int, config: AgentConfig, candidate: Ca
     parts: list[str] = []
     if candidate.origin in _CHANGED:
         parts.append(
-            render("changed_by_person.md", what=_CHANGED[candidate.origin], source=candidate.source.rstrip())
+            render(
+                "changed_by_person.md",
+                what=_CHANGED[candidate.origin],
+                fence=FENCE[config.language],
+                source=candidate.source.rstrip(),
+            )
         )
     parts.append(f"Turn {turn} verdict:\n{feedback_text(result)}\n")
     if result.all_ran_passed and result.stages.timing.speedup is None:
@@ -39,7 +47,13 @@ def for_result(result: EvalResult, turn: int, config: AgentConfig, candidate: Ca
 
 
 def no_code(turn: int, config: AgentConfig) -> str:
-    return render("no_code.md", turn=turn, turns_left=max(config.turns - turn, 0))
+    return render(
+        "no_code.md",
+        turn=turn,
+        turns_left=max(config.turns - turn, 0),
+        file=FILE[config.language],
+        fence=FENCE[config.language],
+    )
 
 
 def skipped(turn: int, config: AgentConfig) -> str:

@@ -332,7 +332,7 @@ class MiniPTXAgent:
             yield control
         self._check_stop(turn)
 
-        source = extract_kernel(reply.content)
+        source = extract_kernel(reply.content, self.config.language)
         if source is None:
             yield self._write(
                 writer,
@@ -427,7 +427,11 @@ class MiniPTXAgent:
             loop.call_soon_threadsafe(queue.put_nowait, EvalProgress(turn=turn, progress=progress))
 
         request = EvalRequest(
-            task=self.task_ref, target=self.target.name, source=source, workload=self.config.workload
+            task=self.task_ref,
+            target=self.target.name,
+            source=source,
+            workload=self.config.workload,
+            language=self.config.language,
         )
         async for item in _drain(self.executor.evaluate(request, on_progress), queue, box):
             yield item

@@ -54,20 +54,23 @@ def target_values(target: Target) -> dict[str, object]:
 
 
 def system_prompt(task: Task, target: Target, config: AgentConfig) -> tuple[str, str | None, str | None]:
-    """Fixed instructions + the target's knowledge pack + the ABI example.
+    """Fixed instructions + the target's knowledge pack + the ABI example, for the run's language.
 
-    The pack carries the kernel contract as its ABI chapter (`knowledge_packs/common/abi.md`), so the
-    agent's own ABI example (`templates/abi_example.md`) goes in only when the pack is off.
+    The pack carries the kernel contract as its ABI chapter (`knowledge_packs/common/abi.md`; for
+    Triton `common/triton_contract.md` in the pack's Triton section), so the agent's own ABI example
+    (`templates/abi_example.md`, `abi_example_triton.md`) goes in only when the pack is off.
     """
     baseline = BASELINES.get(task.facts.baseline, task.facts.baseline) if task.facts else "the vendor library"
-    parts = [render("system.md", baseline=baseline, turns=config.turns, **target_values(target))]
+    triton = config.language == "triton"
+    instructions = "system_triton.md" if triton else "system.md"
+    parts = [render(instructions, baseline=baseline, turns=config.turns, **target_values(target))]
     pack_id = pack_hash = None
     if config.pack:
-        pack = load_pack(target.name, config.pack_variant)
+        pack = load_pack(target.name, config.pack_variant, config.language)
         parts.append(pack.prompt_text())
         pack_id, pack_hash = pack.pack_id(), pack.sha256()
     else:
-        parts.append(template("abi_example.md"))
+        parts.append(template("abi_example_triton.md" if triton else "abi_example.md"))
     return "\n".join(parts), pack_id, pack_hash
 
 

@@ -101,7 +101,7 @@ def check_runnable(spec: SweepSpec, planned: list[Planned]) -> None:
     for variant in spec.variants:
         if variant.pack:
             for target in spec.targets:
-                load_pack(target, variant.pack_variant)
+                load_pack(target, variant.pack_variant, spec.language)
 
 
 def _prepare(folder: SweepFolder, spec: SweepSpec, text: str, resume: bool) -> None:
@@ -225,6 +225,7 @@ class SweepRunner:
             pack=variant.pack,
             pack_variant=variant.pack_variant,
             workload=spec.workload,
+            language=spec.language,
         )
 
     async def _trajectory(self, item: Planned, model: Model, pool: EvaluationPool) -> TrajectoryRecord:

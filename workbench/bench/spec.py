@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from workbench.agent.config import ContextPolicy
 from workbench.errors import UserError
+from workbench.evaluate.request import Language
 from workbench.tasks import Catalogue
 from workbench.tasks.targets import TargetName
 
@@ -61,6 +62,7 @@ class SweepSpec(_Strict):
     cost_limit: float | None = Field(default=None, gt=0, description="USD for the whole sweep")
     target_speedup: float = Field(default=1.0, gt=0)
     workload: str | None = None
+    language: Language = Field(default="cuda", description="cuda (.cu kernels) or triton (kernel.py)")
     model_options: ModelOptions = Field(default_factory=ModelOptions)
 
     @field_validator("models", "tasks")
@@ -94,6 +96,14 @@ class SweepSpec(_Strict):
         if "static" in specs and len(set(specs)) > 1:
             raise ValueError("`static` judges no GPU tier: it cannot share a sweep with GPU executors")
         return value
+
+    @model_validator(mode="after")
+    def _language_executor(self) -> SweepSpec:
+        if self.language == "triton" and self.executors != ["static"]:
+            raise ValueError(
+                "a triton sweep runs on the static executor only (the GPU tiers do not load Triton yet)"
+            )
+        return self
 
     @property
     def executors(self) -> list[str]:

@@ -1,4 +1,4 @@
-"""`ptxwb eval KERNEL.cu|SOLUTION.json --task NAME --target hopper|blackwell --executor static`.
+"""`ptxwb eval KERNEL.cu|KERNEL.py|SOLUTION.json --task NAME --target hopper|blackwell --executor static`.
 
 Exit 0 when every stage that ran passed, 1 for a failed verdict, 2 for bad input.
 """
@@ -14,7 +14,7 @@ import typer
 
 from workbench.errors import UserError
 from workbench.evaluate.executors import KNOWN, make_executor
-from workbench.evaluate.request import EvalRequest
+from workbench.evaluate.request import LANGUAGES, EvalRequest, Language, require_executor_for
 from workbench.evaluate.result import EvalResult
 from workbench.evaluate.solution import read_candidate
 from workbench.tasks import TARGETS, get_target
@@ -24,7 +24,8 @@ def eval_candidate(
     candidate: Annotated[
         Path,
         typer.Argument(
-            help="A .cu kernel file ('-' reads standard input), or a FlashInfer-Bench Solution JSON."
+            help="A .cu kernel file, a Triton kernel.py ('-' reads standard input), or a FlashInfer-Bench "
+            "Solution JSON."
         ),
     ],
     task: Annotated[
@@ -35,6 +36,12 @@ def eval_candidate(
     executor: Annotated[
         str, typer.Option("--executor", help=f"Where to evaluate: {', '.join(KNOWN)}.")
     ] = "static",
+    language: Annotated[
+        Language | None,
+        typer.Option(
+            "--language", help=f"{' or '.join(LANGUAGES)} (default: triton for a .py file, else cuda)."
+        ),
+    ] = None,
     workload: Annotated[str | None, typer.Option("--workload", help="Workload uuid or prefix.")] = None,
     compile_timeout: Annotated[
         float, typer.Option("--compile-timeout", help="nvcc time limit, seconds.")
@@ -42,11 +49,13 @@ def eval_candidate(
     timeout: Annotated[
         float | None,
         typer.Option(
-            "--timeout", help="Limit for one call of the kernel, seconds (default: 200x the baseline, at least 10)."
+            "--timeout",
+            help="Limit for one call of the kernel, seconds (default: 200x the baseline, at least 10).",
         ),
     ] = None,
     no_sanitize: Annotated[
-        bool, typer.Option("--no-sanitize", help="Skip the compute-sanitizer memcheck gate beside correctness.")
+        bool,
+        typer.Option("--no-sanitize", help="Skip the compute-sanitizer memcheck gate beside correctness."),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the EvalResult as JSON.")] = False,
     feedback: Annotated[
@@ -63,13 +72,16 @@ def eval_candidate(
     source, solution = read_candidate(candidate)
     task_name = task or (solution.definition if solution else None)
     if task_name is None:
-        raise UserError("--task is required for a .cu file")
+        raise UserError("--task is required for a .cu or .py file")
     get_target(target)
+    language = language or ("triton" if candidate.suffix == ".py" else "cuda")
+    require_executor_for(language, executor)
     runner = make_executor(executor)
     request = EvalRequest(
         task=task_name,
         target=target,  # type: ignore[arg-type]
         source=source,
+        language=language,
         workload=workload,
         compile_timeout_s=compile_timeout,
         call_timeout_s=timeout,

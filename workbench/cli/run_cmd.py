@@ -21,6 +21,7 @@ from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import ChatMessage, HumanWriter, Model, make_model
 from workbench.errors import UserError
 from workbench.evaluate.executors import make_executor
+from workbench.evaluate.request import Language, require_executor_for
 from workbench.paths import new_session_path
 from workbench.session.events import Candidate, Evaluation, Message, SessionEnd, SessionStart
 
@@ -193,6 +194,10 @@ def run(
         str | None, typer.Option("--pack-variant", help="Add one pattern file of the pack.")
     ] = None,
     context: Annotated[ContextPolicy, typer.Option("--context", help="full or latest-pair.")] = "full",
+    language: Annotated[
+        Language,
+        typer.Option("--language", help="cuda (.cu kernels) or triton (kernel.py, static executor)."),
+    ] = "cuda",
     target_speedup: Annotated[
         float, typer.Option("--target-speedup", help="Stop early at this speedup.")
     ] = 1.0,
@@ -217,7 +222,9 @@ def run(
         pack=not no_pack,
         pack_variant=pack_variant,
         workload=workload,
+        language=language,
     )
+    require_executor_for(language, executor)
     out = out or new_session_path(task, target)
     console = Console(highlight=False)
     if paused and (headless or not console.is_terminal):

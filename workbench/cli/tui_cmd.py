@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from workbench.errors import UserError
+from workbench.evaluate.request import Language
 from workbench.paths import new_session_path, runs_dir, sessions_dir
 from workbench.tui.replay import MAX_SPEED, MIN_SPEED, speed_in_range
 
@@ -105,7 +106,9 @@ def demo(
 
 
 def author(
-    kernel: Annotated[Path, typer.Argument(help="The .cu file you edit in your own editor.")],
+    kernel: Annotated[
+        Path, typer.Argument(help="The .cu file (or Triton kernel.py) you edit in your own editor.")
+    ],
     task: Annotated[str, typer.Option("--task", help="Catalogue task name, or a Definition JSON path.")],
     target: Annotated[str, typer.Option("--target", help="hopper or blackwell.")] = "hopper",
     executor: Annotated[
@@ -116,9 +119,14 @@ def author(
         Path | None, typer.Option("--out", help="Session file (default runs/author_TASK_TARGET_TIME.jsonl).")
     ] = None,
     theme: Annotated[str | None, typer.Option("--theme", help=THEME_HELP)] = None,
+    language: Annotated[
+        Language | None,
+        typer.Option("--language", help="cuda or triton (default: triton for a .py file, else cuda)."),
+    ] = None,
 ) -> None:
     """Write a kernel in your own editor; each save is evaluated and the panes update."""
     from workbench.evaluate.executors import make_executor
+    from workbench.evaluate.request import require_executor_for
     from workbench.tasks import get_target, resolve_task
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.drivers.author import AuthorDriver
@@ -130,6 +138,8 @@ def author(
     # Everything the workbench would only find out once its screen is open.
     resolve_task(task).workload(workload)
     get_target(target)
+    language = language or ("triton" if kernel.suffix == ".py" else "cuda")
+    require_executor_for(language, executor)
     driver = AuthorDriver(
         task=task,
         target=target,
@@ -137,5 +147,6 @@ def author(
         executor=make_executor(executor),
         out=out or new_session_path(task, target, prefix="author_"),
         workload=workload,
+        language=language,
     )
     _run_app(lambda: WorkbenchApp.for_driver(driver, theme=theme), theme, driver)

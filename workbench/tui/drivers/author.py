@@ -16,7 +16,7 @@ from watchfiles import Change, awatch
 
 from workbench.agent.items import EvalProgress
 from workbench.errors import UserError
-from workbench.evaluate.request import EvalRequest, Executor, Progress
+from workbench.evaluate.request import EvalRequest, Executor, Language, Progress
 from workbench.session.events import Candidate, Evaluation, Event, SessionEnd, SessionStart
 from workbench.session.listings import carry
 from workbench.session.log import SessionWriter
@@ -36,6 +36,7 @@ class AuthorDriver(Driver):
         out: Path | None,
         workload: str | None = None,
         debounce_ms: int = 300,
+        language: Language = "cuda",
     ) -> None:
         self.task = task
         self.target = target
@@ -43,6 +44,7 @@ class AuthorDriver(Driver):
         self.executor = executor
         self.session_path = out
         self.workload = workload
+        self.language: Language = language
         self.debounce_ms = debounce_ms
         self.turn = 0
         self.evaluating = False
@@ -58,7 +60,12 @@ class AuthorDriver(Driver):
             target=target,
             model="human",
             author="human",
-            settings={"executor": executor.name, "kernel": str(self.kernel), "workload": workload},
+            settings={
+                "executor": executor.name,
+                "kernel": str(self.kernel),
+                "workload": workload,
+                "language": language,
+            },
         )
 
     @property
@@ -137,7 +144,13 @@ class AuthorDriver(Driver):
             item = EvalProgress(turn=turn, progress=step)
             loop.call_soon_threadsafe(lambda: asyncio.ensure_future(sink.ingest(item)))
 
-        request = EvalRequest(task=self.task, target=self.target, source=source, workload=self.workload)  # type: ignore[arg-type]
+        request = EvalRequest(
+            task=self.task,
+            target=self.target,  # type: ignore[arg-type]
+            source=source,
+            workload=self.workload,
+            language=self.language,
+        )
         try:
             result = await self.executor.evaluate(request, progress)
         finally:
