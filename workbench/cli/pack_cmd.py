@@ -16,9 +16,8 @@ app = typer.Typer(
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 VariantOpt = Annotated[
-    str | None, typer.Option(
-        "--pack-variant", "--variant", "-v", help="Add one pattern file (see `ptxwb pack list`)."
-    )
+    str | None,
+    typer.Option("--pack-variant", "--variant", "-v", help="Add one pattern file (see `ptxwb pack list`)."),
 ]
 
 

@@ -53,7 +53,12 @@ def human_work(read: SessionRead) -> dict[str, int]:
 
 
 def _human_note(work: dict[str, int]) -> str:
-    words = {"edited": "edited", "override": "replaced with own file", "skipped": "skipped", "messages": "messages"}
+    words = {
+        "edited": "edited",
+        "override": "replaced with own file",
+        "skipped": "skipped",
+        "messages": "messages",
+    }
     return ", ".join(f"{words[kind]} {count}" for kind, count in work.items())
 
 

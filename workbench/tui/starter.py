@@ -21,7 +21,9 @@ def starter_kernel(definition: Definition) -> str:
     specs = {**definition.inputs, **definition.outputs}
     parameters = []
     for name, kind, _ in expected_parameters(definition):
-        type_ = "tvm::ffi::TensorView" if kind == "tensor" else _SCALARS.get(str(specs[name].dtype), "int64_t")
+        type_ = (
+            "tvm::ffi::TensorView" if kind == "tensor" else _SCALARS.get(str(specs[name].dtype), "int64_t")
+        )
         parameters.append(f"{type_} {_identifier(name)}")
     tensors = [_identifier(n) for n, kind, _ in expected_parameters(definition) if kind == "tensor"]
     device = f"{tensors[0]}.device()" if tensors else "DLDevice{kDLCUDA, 0}"
