@@ -21,7 +21,7 @@ from workbench.agent.items import LoopItem, ModelRetry
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import Model, make_model
 from workbench.bench.folder import UNFINISHED, SweepFolder
-from workbench.bench.pools import EvaluationPool, PooledModel
+from workbench.bench.pools import EvaluationPool, PooledModel, Requeued, SweepPool
 from workbench.bench.ptxbench import IMPORTS, SESSIONS
 from workbench.bench.records import TrajectoryRecord, from_session
 from workbench.bench.spec import Planned, SweepSpec, TrajectoryKey, plan
@@ -65,6 +65,8 @@ class Finished:
 
 SweepEvent = Started | Judged | Retrying | Finished
 OnEvent = Callable[[SweepEvent], None]
+PoolFactory = Callable[[Callable[[Requeued], None]], SweepPool]
+"""Makes the sweep's evaluation pool, given where to report a requeued evaluation (`ray_backend`)."""
 
 
 @dataclass
@@ -77,6 +79,8 @@ class SweepSummary:
     """Trajectories left for a later --resume because the sweep's cost limit was reached."""
     spent_usd: float = 0.0
     end_reasons: dict[str, int] = field(default_factory=dict)
+    requeued: list[Requeued] = field(default_factory=list)
+    """Evaluations run again because the worker holding them was lost (none with this host's workers)."""
 
 
 def _model(spec: SweepSpec, model: str) -> Model:
@@ -142,12 +146,14 @@ class SweepRunner:
         cache_dir: Path | None = None,
         on_event: OnEvent | None = None,
         retry_model_errors: bool = False,
+        pool: PoolFactory | None = None,
     ) -> None:
         self.folder = folder
         self.spec = spec
         self.cache_dir = cache_dir
         self.on_event = on_event or (lambda event: None)
         self.retry_model_errors = retry_model_errors
+        self.pool = pool
         self.spent = 0.0
         self._limit_reached = False
 
@@ -182,7 +188,11 @@ class SweepRunner:
         return self.retry_model_errors and record.end_reason == "model_error"
 
     async def _run_all(self, pending: list[Planned], store: Store, summary: SweepSummary) -> None:
-        pool = EvaluationPool(self.spec.executors, self.cache_dir)
+        pool: SweepPool = (
+            self.pool(summary.requeued.append)
+            if self.pool is not None
+            else EvaluationPool(self.spec.executors, self.cache_dir)
+        )
         models = asyncio.Semaphore(self.spec.concurrency)
         # Enough sessions in flight to keep both pools busy: every model slot, every evaluation slot.
         sessions = asyncio.Semaphore(self.spec.concurrency + pool.slots)
@@ -228,7 +238,7 @@ class SweepRunner:
             language=spec.language,
         )
 
-    async def _trajectory(self, item: Planned, model: Model, pool: EvaluationPool) -> TrajectoryRecord:
+    async def _trajectory(self, item: Planned, model: Model, pool: SweepPool) -> TrajectoryRecord:
         out = self.folder.root / item.relpath
         agent = MiniPTXAgent(
             task=item.key.task,
@@ -261,8 +271,9 @@ def run_sweep(
     cache_dir: Path | None = None,
     on_event: OnEvent | None = None,
     retry_model_errors: bool = False,
+    pool: PoolFactory | None = None,
 ) -> SweepSummary:
     runner = SweepRunner(
-        folder, spec, cache_dir=cache_dir, on_event=on_event, retry_model_errors=retry_model_errors
+        folder, spec, cache_dir=cache_dir, on_event=on_event, retry_model_errors=retry_model_errors, pool=pool
     )
     return asyncio.run(runner.run(text, resume))

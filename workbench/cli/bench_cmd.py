@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import sys
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated, Self
+from typing import TYPE_CHECKING, Annotated, Self
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from workbench.errors import UserError
+
+if TYPE_CHECKING:
+    from workbench.bench.ray_backend import RayPools
 
 app = typer.Typer(
     name="bench",
@@ -108,6 +112,23 @@ def run(
             "--retry-model-errors", help="With --resume, also re-run trajectories a model error ended."
         ),
     ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="local|auto|ADDRESS",
+            help="Evaluate on a Ray cluster: `local` starts one here, `auto` joins the one `ray start` made "
+            "on this machine, HOST:PORT the head of one elsewhere. Model calls and sessions stay here.",
+        ),
+    ] = None,
+    ray_resources: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-resources",
+            metavar="NAME=AMOUNT[,…]",
+            help="What each evaluation actor asks of the cluster (default GPU=1 for `local`, CPU=1 for `static`).",
+        ),
+    ] = None,
 ) -> None:
     """Run every trajectory of a sweep as an agent session, headless; kill it any time, --resume finishes it."""
     from workbench.bench.folder import SweepFolder
@@ -118,10 +139,13 @@ def run(
     text = spec_path.read_text(encoding="utf-8")
     console = Console(highlight=False)
     folder = SweepFolder(out)
-    with SweepProgress(console, len(plan(spec))) as view:
-        summary = run_sweep(
-            folder, spec, text, resume=resume, on_event=view, retry_model_errors=retry_model_errors
-        )
+    with ExitStack() as stack:
+        pools = _ray_pools(stack, console, spec.executors, ray_address, ray_resources)
+        with SweepProgress(console, len(plan(spec))) as view:
+            summary = run_sweep(
+                folder, spec, text, resume=resume, on_event=view, retry_model_errors=retry_model_errors,
+                pool=pools,
+            )  # fmt: skip
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.end_reasons.items())) or "none"
     console.print(
         f"sweep {spec.name}: {summary.planned} trajectories, {summary.already_finished} finished before, "
@@ -132,7 +156,31 @@ def run(
             f"[yellow]cost limit reached: {summary.not_started} trajectories not started; "
             "raise cost_limit and --resume[/yellow]"
         )
+    for lost in summary.requeued:
+        console.print(
+            f"[yellow]requeued {lost.task} {lost.target} candidate {lost.candidate} (attempt {lost.attempt}): "
+            f"{lost.worker} was lost ({lost.error})[/yellow]"
+        )
+    if pools is not None and pools.made is not None:
+        console.print(pools.made.report())
     console.print(f"results: {folder.store_path}")
+
+
+def _ray_pools(
+    stack: ExitStack, console: Console, executors: list[str], address: str | None, resources: str | None
+) -> RayPools | None:
+    """With --ray: connected to the cluster for the stack's life, and the sweep's pool factory."""
+    if address is None:
+        if resources is not None:
+            raise UserError("--ray-resources: only with --ray")
+        return None
+    from workbench.bench import ray_backend
+
+    shape = ray_backend.actor_shape(executors, ray_backend.parse_resources(resources) if resources else None)
+    cluster = stack.enter_context(ray_backend.ray_cluster(address))
+    actors = ray_backend.plan_actors(cluster, executors, shape)
+    console.print(f"{cluster.describe()}; {actors.describe()}")
+    return ray_backend.RayPools(actors)
 
 
 def _cells(folders: list[Path], limits: list[int]):  # -> tuple[list[TrajectoryRecord], list[CellMetrics]]
