@@ -101,3 +101,11 @@ async def test_a_triton_sweep_records_the_language(tmp_path: Path, cache: Path) 
     session = read_session(session_file)
     assert session.start.settings["language"] == "triton"
     assert (session.start.pack_id or "").startswith("hopper:triton@")
+
+
+def test_pack_show_lists_the_triton_section(cache: Path) -> None:
+    done = ptxwb("pack", "show", "hopper", "--language", "triton", "--json", cache=cache)
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    assert stats["id"].startswith("hopper:triton@")
+    assert [f["path"] for f in stats["files"]][:2] == ["common/triton_contract.md", "hopper/triton.md"]

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from workbench.cli.output import console, print_json
+from workbench.evaluate.request import Language
 from workbench.knowledge import TOKENIZER, FileStats, list_packs, load_pack, pack_stats
 
 app = typer.Typer(
@@ -60,9 +61,12 @@ def show(
     variant: VariantOpt = None,
     text: Annotated[bool, typer.Option("--text", help="Print the assembled prompt text.")] = False,
     as_json: JsonOpt = False,
+    language: Annotated[
+        Language, typer.Option("--language", help="cuda, or triton for the pack's Triton section.")
+    ] = "cuda",
 ) -> None:
     """One pack: its files in prompt order with tokens, id and sha256 (or the prompt text itself)."""
-    pack = load_pack(target, variant)
+    pack = load_pack(target, variant, language)
     if text:
         print(pack.prompt_text(), end="")
         return

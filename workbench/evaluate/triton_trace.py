@@ -150,7 +150,7 @@ class Launches:
     def __init__(self, candidate: Candidate) -> None:
         self.candidate = candidate
         self.kernels: dict[str, dict] = {}
-        self.compiled: list[object] = []
+        self.compiled: list[CompiledKernel] = []
         self.findings: list[dict] = []
         self.failed: JITFunction | None = None
 
