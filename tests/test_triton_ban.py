@@ -11,24 +11,8 @@ from workbench.evaluate.triton_ban import scan
 
 KERNELS = Path(__file__).parent / "data" / "triton"
 
-BASE = """import math
-
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def copy_kernel(X, Y, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(Y + offsets, tl.load(X + offsets, mask=mask), mask=mask)
-
-
-def run(X, Y):
-    n = X.numel()
-    copy_kernel[(triton.cdiv(n, 1024),)](X, Y, n, BLOCK=1024, num_warps=4)
-"""
+# An honest file: the data kernel, with the imports the bad cases below use.
+BASE = "import math\n\nimport torch\n" + (KERNELS / "copy_no_dot.py").read_text()
 
 
 def rules(source: str) -> list[str]:
@@ -42,14 +26,14 @@ def test_honest_kernels_pass(path: Path) -> None:
 
 def test_the_base_passes_and_host_glue_is_allowed() -> None:
     glue = BASE.replace(
-        "    n = X.numel()\n",
-        "    n = X.numel()\n"
-        "    assert X.is_contiguous() and X.dtype == torch.bfloat16, 'contiguous bf16'\n"
-        "    scratch = torch.empty((n,), device=X.device, dtype=torch.float32)\n"
-        "    like = torch.empty_like(X)\n"
-        "    flat = X.view(-1)\n"
-        "    sms = torch.cuda.get_device_properties(X.device).multi_processor_count\n"
-        "    shape = [d for d in X.shape]\n"
+        "    n = C.numel()\n",
+        "    n = C.numel()\n"
+        "    assert A.is_contiguous() and A.dtype == torch.bfloat16, 'contiguous bf16'\n"
+        "    scratch = torch.empty((n,), device=A.device, dtype=torch.float32)\n"
+        "    like = torch.empty_like(A)\n"
+        "    flat = A.view(-1)\n"
+        "    sms = torch.cuda.get_device_properties(A.device).multi_processor_count\n"
+        "    shape = [d for d in A.shape]\n"
         "    shape.append(math.ceil(n / 2))\n"
         "    eps = torch.finfo(torch.float32).eps\n",
     )
@@ -192,14 +176,15 @@ def test_device_code_is_triton_language() -> None:
 
 def test_the_entry_point() -> None:
     assert rules("import triton\n\ndef run(x, y):\n    return None\n") == ["no_kernel"]
-    no_run = BASE.replace("def run(X, Y):", "def launch(X, Y):")
+    no_run = BASE.replace("def run(A, B, C):", "def launch(A, B, C):")
     assert rules(no_run) == ["entry"]
     decoy = BASE.replace(
-        "    copy_kernel[(triton.cdiv(n, 1024),)](X, Y, n, BLOCK=1024, num_warps=4)\n", "    return None\n"
+        "    copy_kernel[(triton.cdiv(n, 1024),)](A, C, n, BLOCK=1024)\n", "    return None\n"
     )
     assert rules(decoy) == ["no_launch"]
     through_helper = (
-        BASE.replace("def run(X, Y):", "def launch(X, Y):") + "\n\ndef run(X, Y):\n    launch(X, Y)\n"
+        BASE.replace("def run(A, B, C):", "def launch(A, B, C):")
+        + "\n\ndef run(A, B, C):\n    launch(A, B, C)\n"
     )
     assert scan(through_helper) == []
 

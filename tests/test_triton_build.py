@@ -25,18 +25,8 @@ from workbench.evaluate.static_executor import StaticExecutor
 
 KERNELS = Path(__file__).parent / "data" / "triton"
 
-COPY = """import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def copy_kernel(X, Y, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    tl.store(Y + offsets, tl.load(X + offsets, mask=mask), mask=mask)
-
-"""
+# The copy kernel of `copy_no_dot.py` without its `run`: each case below writes its own.
+COPY = "import torch\n" + (KERNELS / "copy_no_dot.py").read_text().split("\n\ndef run(")[0] + "\n\n"
 # A decoy: a real @triton.jit kernel, and torch work the AST cannot see (arithmetic on a tensor, a copy
 # hidden in a view method, a compiler option passed through **).
 DECOY = (
