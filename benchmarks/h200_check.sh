@@ -31,7 +31,7 @@ mkdir -p /tmp/pack_out; OUT=/tmp/pack_out timeout 150 bash tests/gpu/data/run_pa
 echo "pack programs exit $?" | tee -a "$out/summary.log"
 grep -E '^(==|PASS|FAIL)' "$out/pack_programs.log" | tee -a "$out/summary.log"
 echo "== evaluator GPU tests" | tee -a "$out/summary.log"
-timeout 260 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/gpu/test_gpu_eval.py >"$out/gpu_tests.log" 2>&1
+timeout 260 python3 -m pytest -m gpu -n 0 -v -s -p no:cacheprovider tests/gpu/test_gpu_eval.py >"$out/gpu_tests.log" 2>&1
 echo "gpu tests exit $?" | tee -a "$out/summary.log"
 grep -E 'PASSED|FAILED|ERROR|passed|failed' "$out/gpu_tests.log" | tail -25 | tee -a "$out/summary.log"
 fi

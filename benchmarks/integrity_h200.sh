@@ -13,7 +13,7 @@ echo "# integrity_h200: $(date -u +%FT%TZ), git ${PTXWB_GIT_SHA:-?}, $(nvidia-sm
 for step in "$@"; do
   case "$step" in
     tests)
-      timeout "${TESTS_S:-420}" python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/gpu/test_gpu_eval.py ${PYTEST_K:+-k "$PYTEST_K"} >"$out/gpu_tests.log" 2>&1
+      timeout "${TESTS_S:-420}" python3 -m pytest -m gpu -n 0 -v -s -p no:cacheprovider tests/gpu/test_gpu_eval.py ${PYTEST_K:+-k "$PYTEST_K"} >"$out/gpu_tests.log" 2>&1
       echo "gpu tests exit $?" | tee -a "$out/summary.log"
       grep -E 'PASSED|FAILED|ERROR|passed|failed' "$out/gpu_tests.log" | tail -45 | tee -a "$out/summary.log" ;;
     costs)

@@ -27,7 +27,7 @@ class Pane:
         self.name = name
 
     def _tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", *args], check=True, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(["tmux", "-L", self.name, *args], check=True, capture_output=True, text=True, timeout=30)
         return done.stdout
 
     def screen(self) -> str:
@@ -41,7 +41,7 @@ class Pane:
     def alive(self) -> bool:
         return (
             subprocess.run(
-                ["tmux", "has-session", "-t", self.name], check=False, capture_output=True
+                ["tmux", "-L", self.name, "has-session", "-t", self.name], check=False, capture_output=True
             ).returncode
             == 0
         )
@@ -62,13 +62,18 @@ class Pane:
 
 @contextmanager
 def ptxwb_in_tmux(*args: str, cwd: Path, size: tuple[int, int] = (180, 50)) -> Iterator[Pane]:
-    """`ptxwb ARGS` in a detached tmux session of `size` columns × rows; killed on the way out."""
+    """`ptxwb ARGS` in a detached tmux session of `size` columns × rows, on a tmux server of its own (a
+    shared one sizes every session to its first: tests run side by side); killed on the way out."""
     name = f"ptxwb-test-{uuid.uuid4().hex[:8]}"
     command = " ".join(shlex.quote(a) for a in [str(PTXWB), *args])
-    env = {**os.environ, "PTXWB_CACHE": str(cwd / "cache"), "TERM": "xterm-256color"}
+    # Not COLUMNS or LINES (pytest-xdist's workers have them): Textual would take them over the pane's size.
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(PTXWB_CACHE=str(cwd / "cache"), TERM="xterm-256color")
     subprocess.run(
         [
             "tmux",
+            "-L",
+            name,
             "new-session",
             "-d",
             "-s",
@@ -89,4 +94,4 @@ def ptxwb_in_tmux(*args: str, cwd: Path, size: tuple[int, int] = (180, 50)) -> I
     try:
         yield pane
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], check=False, capture_output=True)
+        subprocess.run(["tmux", "-L", name, "kill-server"], check=False, capture_output=True)
