@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from workbench.evaluate.gpu_spec import gpu_spec, profile_workload
+from workbench.evaluate.gpu_spec import gpu_spec, smallest_workload
 from workbench.evaluate.inputs import compile_reference, make_inputs, make_outputs, run_reference
 from workbench.tasks import Catalogue, get_target
 
@@ -14,7 +14,7 @@ SMALL_ATTENTION = {"B": 2, "H": 3, "S": 32, "D": 64}
 def spec_for(name: str, axes: dict[str, int] | None = None) -> dict:
     catalogue = Catalogue.load()
     task = catalogue.get(name)
-    spec = gpu_spec(task, profile_workload(task), get_target("hopper"), catalogue)
+    spec = gpu_spec(task, smallest_workload(task), get_target("hopper"), catalogue)
     spec["device"] = "cpu"
     if axes:
         spec["axes"] = dict(axes)
@@ -63,12 +63,28 @@ def test_chunked_reference_equals_the_whole_one() -> None:
         assert torch.equal(a, b)
 
 
-def test_the_spec_carries_the_smallest_workload_for_profiling() -> None:
+def test_the_spec_carries_the_smallest_workload_for_memcheck() -> None:
     catalogue = Catalogue.load()
     task = catalogue.get("gemm_n7168_k5120")
     spec = gpu_spec(task, task.workload(), get_target("hopper"), catalogue)
     assert spec["axes"] == {"M": 8192, "N": 7168, "K": 5120}
-    assert spec["profile"]["axes"]["M"] == min(w.axes["M"] for w in task.workloads)
-    assert spec["profile"]["flops"] == 2.0 * spec["profile"]["axes"]["M"] * 7168 * 5120
+    assert spec["smallest"]["axes"]["M"] == min(w.axes["M"] for w in task.workloads)
+    assert spec["smallest"]["flops"] == 2.0 * spec["smallest"]["axes"]["M"] * 7168 * 5120
     assert spec["flops"] == 2.0 * 8192 * 7168 * 5120
     assert spec["required_family"] == "GMMA" and "HGMMA" in spec["families"]["GMMA"]
+
+
+def test_fresh_values_in_place_are_the_values_the_seed_draws_and_no_other_seed_does() -> None:
+    from workbench.evaluate.inputs import fill_inputs, random_inputs
+
+    spec = spec_for("mha_bwd_d128", SMALL_ATTENTION)
+    drawn = make_inputs(spec, 21, "cpu")
+    names = list(spec["definition"]["inputs"])
+    buffers = {name: torch.empty_like(value) for name, value in zip(names, drawn, strict=True)}
+    addresses = {name: t.data_ptr() for name, t in buffers.items()}
+    fill_inputs(spec, buffers, 21)
+    assert all(torch.equal(buffers[name], value) for name, value in zip(names, drawn, strict=True))
+    assert {name: t.data_ptr() for name, t in buffers.items()} == addresses
+    judge_side = random_inputs(spec, 21, "cpu")  # what the judge redraws: the random ones, bit for bit
+    assert set(judge_side) == {"Q", "K", "V", "dO"} and all(torch.equal(judge_side[n], buffers[n]) for n in judge_side)
+    assert not torch.equal(random_inputs(spec, 22, "cpu")["Q"], buffers["Q"])
