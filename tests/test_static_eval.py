@@ -299,3 +299,12 @@ def test_rich_verdict_renders_every_tier_and_keeps_brackets() -> None:
     console.print(rich_verdict(blank))
     out = console.export_text()
     assert "[cublas]" in out and out.count("not run") >= 4
+
+
+@needs_nvcc
+def test_a_kernel_for_another_task_is_an_abi_mismatch_before_anything_runs(tmp_path: Path) -> None:
+    source = (Path(__file__).parent.parent / "references" / "attention" / "mha_fwd_d128.cu").read_text()
+    executor = make_executor("static", tmp_path)
+    result = asyncio.run(executor.evaluate(EvalRequest(task="gemm_n7168_k5120", target="hopper", source=source)))
+    assert result.status == Status.abi_mismatch and result.stages.build.status == Status.abi_mismatch
+    assert "TensorView A" in result.message and result.stages.static.status == Status.not_run

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from workbench.evaluate.result import BuildStage, Status
 from workbench.evaluate.source_text import code_only
 from workbench.tasks.models import Definition
 
@@ -191,3 +192,14 @@ def check_abi(source: str, definition: Definition) -> str | None:
         f"`run` takes {len(found)} parameter{'' if len(found) == 1 else 's'} ({written}); "
         f"{definition.name} passes {len(expected)}, its inputs then its outputs ({wanted})"
     )
+
+
+def abi_checked(stage: BuildStage, source: str, definition: Definition) -> BuildStage:
+    """A passed build whose `run` does not take the task's inputs and outputs becomes `abi_mismatch`,
+    before anything runs it (after the build, so a file that does not compile keeps its compiler errors)."""
+    if stage.status != Status.passed:
+        return stage
+    message = check_abi(source, definition)
+    if message is None:
+        return stage
+    return stage.model_copy(update={"status": Status.abi_mismatch, "message": message, "errors": [message]})

@@ -13,6 +13,7 @@ import asyncio
 from pathlib import Path
 
 from workbench.errors import UserError
+from workbench.evaluate.abi import abi_checked
 from workbench.evaluate.build import build
 from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.evaluate.pipeline import new_result, run_stages
@@ -65,7 +66,8 @@ class GpuExecutor:
 
         async def build_step(_: EvalResult) -> StageBase:
             if not self.remote_build:
-                return await build(request.source, target, request.compile_timeout_s, self.cache_dir)
+                built = await build(request.source, target, request.compile_timeout_s, self.cache_dir)
+                return abi_checked(built, request.source, task.definition)
             result.device = ", ".join(hello.get("gpus") or []) or None
             reply = await self.client.request(
                 {
@@ -78,7 +80,7 @@ class GpuExecutor:
             )
             state["remote_static"] = reply.get("static")
             state["kernels"] = reply.get("kernels")
-            return BuildStage.model_validate(reply["build"])
+            return abi_checked(BuildStage.model_validate(reply["build"]), request.source, task.definition)
 
         async def static_step(so_far: EvalResult) -> StageBase:
             if self.remote_build:

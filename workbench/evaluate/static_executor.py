@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from workbench.evaluate.abi import abi_checked
 from workbench.evaluate.build import build
 from workbench.evaluate.pipeline import new_result, run_stages
 from workbench.evaluate.request import EvalRequest, ProgressCallback
@@ -40,7 +41,8 @@ class StaticExecutor:
                     request.compile_timeout_s,
                     self.cache_dir,
                 )
-            return await build(request.source, target, request.compile_timeout_s, self.cache_dir)
+            built = await build(request.source, target, request.compile_timeout_s, self.cache_dir)
+            return abi_checked(built, request.source, resolve_task(request.task).definition)
 
         async def static_step(so_far: EvalResult) -> StageBase:
             return await static_stage(so_far.stages.build, target)
