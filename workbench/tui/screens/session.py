@@ -21,6 +21,7 @@ from textual import work
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
@@ -105,6 +106,13 @@ class SessionScreen(Screen[None]):
         return self.selected if self.selected is not None else self.view.latest_turn
 
     async def ingest(self, item: Item) -> None:
+        try:
+            await self._ingest(item)
+        except NoMatches:  # the screen is being dismissed (back, quit) while its driver still feeds it
+            if self.is_attached and self.children:
+                raise
+
+    async def _ingest(self, item: Item) -> None:
         conversation = self.query_one(ConversationPane)
         if isinstance(item, (TextDelta, ReplayDelta)):
             await conversation.stream(item.turn, item.text)
