@@ -109,7 +109,7 @@ class SessionScreen(Screen[None]):
         try:
             await self._ingest(item)
         except NoMatches:  # the screen is being dismissed (back, quit) while its driver still feeds it
-            if self.is_attached and self.children:
+            if self.is_current:
                 raise
 
     async def _ingest(self, item: Item) -> None:
