@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from workbench.evaluate.agreement import agreement
 from workbench.evaluate.profile import (
     dynamic_stage,
     ncu_command,
@@ -17,6 +18,7 @@ from workbench.evaluate.profile import (
     parse_raw_csv,
 )
 from workbench.evaluate.sass import FAMILIES
+from workbench.evaluate.trace_checks import Kernel
 
 DATA = Path(__file__).parent / "data" / "ncu"
 FAMILY_LISTS = {family: sorted(ops) for family, ops in FAMILIES.items()}
@@ -100,3 +102,25 @@ def test_kernels_the_candidate_does_not_define_never_count() -> None:
     alone = dynamic_stage([foreign], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper", own)
     assert alone["status"] == "dynamic_not_executed" and alone["tensor_flops"] is None
     assert "it does not define: nvjet_sm90" in alone["message"]
+
+
+def test_launch_statistics_are_read_from_cells_that_print_their_instances() -> None:
+    # ncu prints `384 (0: 384)` for launch__ metrics under --print-metric-instances details.
+    (tma,) = launches("wgmma_gemm")
+    assert tma["launch"] == {"grid": 56, "block": 384, "registers": 168, "dynamic_smem": 197696, "static_smem": 0}
+    (simt,) = launches("token_wgmma")
+    assert simt["launch"] == {"grid": 448, "block": 256, "registers": 64, "dynamic_smem": 0, "static_smem": 8704}
+
+
+def test_a_timed_call_launched_with_another_configuration_disagrees_with_the_real_profile() -> None:
+    (launch,) = launches("wgmma_gemm")
+    own = {launch["name"]}
+
+    def timed(grid: int, dynamic_smem: int) -> list[Kernel]:
+        row = [launch["name"], 0, 55_000, 1, 7, [grid, 1, 1], [384, 1, 1], 168, 0, dynamic_smem]
+        return [Kernel.from_raw(row)]
+
+    assert agreement([launch], [timed(56, 197696)], own) is None
+    for grid, smem in ((112, 197696), (56, 98304)):
+        disagreement = agreement([launch], [timed(grid, smem)], own)
+        assert disagreement is not None and "not the kernels that were timed" in disagreement[0]

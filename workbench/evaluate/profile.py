@@ -74,12 +74,13 @@ def _number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
-def _is_number(text: str) -> bool:
+def _total(text: str) -> float | None:
+    """A cell's value: `384` or, with instances printed, the total before them (`384 (0: 384)`)."""
+    head = text.split("(", 1)[0].strip()
     try:
-        _number(text)
+        return _number(head)
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def parse_instances(cell: str) -> dict[str, float]:
@@ -120,11 +121,8 @@ def parse_raw_csv(text: str) -> list[dict]:
                 launch["tensor_flops"] = _number(row[column[metric]])
         if TIME_METRIC in column and row[column[TIME_METRIC]].strip():
             launch["time_ns"] = _number(row[column[TIME_METRIC]])
-        launch["launch"] = {
-            key: int(_number(row[column[metric]]))
-            for key, metric in LAUNCH_METRICS.items()
-            if metric in column and _is_number(row[column[metric]])
-        }
+        totals = {key: _total(row[column[metric]]) for key, metric in LAUNCH_METRICS.items() if metric in column}
+        launch["launch"] = {key: int(value) for key, value in totals.items() if value is not None}
         launches.append(launch)
     return launches
 
