@@ -2,8 +2,8 @@
 
 The test starts its own `sshd` on a free port with a throwaway host key and an authorized key for the
 current user, then evaluates real kernels through `ssh://user@127.0.0.1:PORT`: the worker runs on the
-far side of ssh, builds with nvcc and runs the static tier there, and (no GPU here) reports the GPU
-tiers as not run. Skipped, with the reason, where sshd is not installed (Debian: openssh-server).
+far side of ssh and builds with nvcc and runs the static tier there; with no GPU there, evaluating is
+refused in one line naming the host. Skipped, with the reason, where sshd is not installed (Debian: openssh-server).
 """
 
 from __future__ import annotations
@@ -126,25 +126,43 @@ def test_addresses_parse_into_an_ssh_command() -> None:
     assert parse_address("ssh://box").label == "ssh://box"
 
 
+def far_side_build(port: int, options: list[str], source: str) -> dict:
+    """The worker's build op over ssh: build and static tier on the far side, as `evaluate` asks."""
+    client = executor_for(port, options).client
+
+    async def go() -> dict:
+        try:
+            await client.start()
+            request = {"op": "build", "source": source, "target": "hopper", "timeout_s": 300}
+            return await client.request(request, timeout_s=600)
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
+def test_a_far_side_without_a_gpu_is_refused_in_one_line_naming_it(sshd) -> None:
+    port, options = sshd
+    executor = executor_for(port, options)
+    with pytest.raises(UserError, match=r"--executor ssh://.*: no NVIDIA GPU on \S+ .*--executor static"):
+        evaluate(executor, (KERNELS / "wgmma_gemm.cu").read_text())
+
+
 @needs_nvcc
 def test_a_kernel_is_built_and_judged_statically_on_the_far_side(sshd) -> None:
     port, options = sshd
-    executor = executor_for(port, options)
-    result = evaluate(executor, (KERNELS / "wgmma_gemm.cu").read_text())
-    assert result.executor == executor.name
-    assert result.stages.build.status == Status.passed, result.stages.build.message
-    assert result.stages.static.status == Status.passed and result.stages.static.required_present
-    for stage in (result.stages.correctness, result.stages.dynamic, result.stages.timing):
-        assert stage.status == Status.not_run and stage.message.startswith("no GPU on")
-    assert result.status == Status.not_run  # never passed without the GPU tiers
+    reply = far_side_build(port, options, (KERNELS / "wgmma_gemm.cu").read_text())
+    assert reply["build"]["status"] == Status.passed, reply["build"]["message"]
+    assert reply["static"]["status"] == Status.passed and reply["static"]["required_present"]
+    assert reply["kernels"] and all(name.startswith("_Z") for name in reply["kernels"])
 
 
 @needs_nvcc
 def test_the_far_side_reports_a_failing_static_tier(sshd) -> None:
     port, options = sshd
-    result = evaluate(executor_for(port, options), (KERNELS / "simt_gemm.cu").read_text())
-    assert result.status == Status.static_missing_family
-    assert "FFMA" in result.stages.static.message
+    reply = far_side_build(port, options, (KERNELS / "simt_gemm.cu").read_text())
+    assert reply["static"]["status"] == Status.static_missing_family
+    assert "FFMA" in reply["static"]["message"]
 
 
 def test_an_unreachable_host_is_an_infrastructure_error(sshd) -> None:

@@ -4,7 +4,8 @@ Build and static run where the executor says (here for `local`, on the remote ho
 correctness, timing and the dynamic tier (in that order: the dynamic proof is checked against the timed
 calls) run in the worker (`worker.py`). The stages go through the same `run_stages` as the static
 executor, so progress, which tiers stop which, and the verdict match. Asking a GPU executor of a host
-without a GPU is bad input: one line naming the host, before anything is built.
+without a GPU is bad input: one line naming the host, before anything is built; a host that cannot be
+reached is an `infrastructure_error` verdict.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from workbench.errors import UserError
 from workbench.evaluate.abi import abi_checked
 from workbench.evaluate.build import build
 from workbench.evaluate.gpu_spec import gpu_spec
-from workbench.evaluate.pipeline import new_result, run_stages
+from workbench.evaluate.pipeline import finalize, new_result, run_stages
 from workbench.evaluate.request import EvalRequest, ProgressCallback
 from workbench.evaluate.result import (
     BuildStage,
@@ -56,7 +57,13 @@ class GpuExecutor:
         workload = task.workload(request.workload)
         result = new_result(request, self.name)
         state: dict = {}
-        hello = await self.client.start()
+        try:
+            hello = await self.client.start()
+        except WorkerError as exc:
+            # An unreachable or broken host is a verdict a sweep records and retries, not bad input.
+            result.stages.build = BuildStage(status=Status.infrastructure_error, message=f"GPU worker: {exc}")
+            finalize(result)
+            return result
         if not hello.get("gpus"):
             where = "this machine" if self.name == "local" else hello.get("host", "the worker host")
             raise UserError(
