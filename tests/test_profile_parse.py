@@ -17,6 +17,7 @@ from workbench.evaluate.profile import (
     parse_instances,
     parse_raw_csv,
 )
+from workbench.evaluate.result import DynamicStage
 from workbench.evaluate.sass import FAMILIES
 from workbench.evaluate.trace_checks import Kernel
 
@@ -107,9 +108,13 @@ def test_kernels_the_candidate_does_not_define_never_count() -> None:
 def test_launch_statistics_are_read_from_cells_that_print_their_instances() -> None:
     # ncu prints `384 (0: 384)` for launch__ metrics under --print-metric-instances details.
     (tma,) = launches("wgmma_gemm")
-    assert tma["launch"] == {"grid": 56, "block": 384, "registers": 168, "dynamic_smem": 197696, "static_smem": 0}
+    assert tma["launch"] == {
+        "grid": 56, "block": 384, "registers": 168, "dynamic_smem": 197696, "static_smem": 0, "shared_config": 200704
+    }  # fmt: skip
     (simt,) = launches("token_wgmma")
-    assert simt["launch"] == {"grid": 448, "block": 256, "registers": 64, "dynamic_smem": 0, "static_smem": 8704}
+    assert simt["launch"] == {
+        "grid": 448, "block": 256, "registers": 64, "dynamic_smem": 0, "static_smem": 8704, "shared_config": 102400
+    }  # fmt: skip
 
 
 def test_a_timed_call_launched_with_another_configuration_disagrees_with_the_real_profile() -> None:
@@ -124,3 +129,24 @@ def test_a_timed_call_launched_with_another_configuration_disagrees_with_the_rea
     for grid, smem in ((112, 197696), (56, 98304)):
         disagreement = agreement([launch], [timed(grid, smem)], own)
         assert disagreement is not None and "not the kernels that were timed" in disagreement[0]
+
+
+def test_theoretical_occupancy_of_each_launch_is_what_ncu_computed() -> None:
+    # ncu's own figures in the same reports: sm__maximum_warps_avg_per_active_cycle 12 (TMA GEMM,
+    # launch__occupancy_limit_registers 1 = shared_mem 1) and 32 (SIMT GEMM, registers 4, shared 10
+    # under the 100 KiB carveout the driver chose).
+    stage = dynamic_stage(launches("wgmma_gemm"), FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper")
+    (tma,) = stage["launches"]
+    assert tma["count"] == 1 and tma["dynamic_smem"] == 197696 and tma["shared_config"] == 200704
+    assert (tma["blocks_per_sm"], tma["warps_per_sm"], tma["max_warps"]) == (1, 12, 64)
+    assert tma["limiter"] == "shared memory"
+    (simt,) = dynamic_stage(launches("token_wgmma"), FAMILY_LISTS, "GMMA", 1.0, "hopper")["launches"]
+    assert (simt["blocks_per_sm"], simt["warps_per_sm"], simt["limiter"]) == (4, 32, "registers")
+
+
+def test_launches_of_one_configuration_are_counted_once() -> None:
+    (launch,) = launches("wgmma_gemm")
+    other = {**launch, "launch": {**launch["launch"], "grid": 112}}
+    stage = dynamic_stage([launch, launch, other], FAMILY_LISTS, "GMMA", 6.0 * M * N * K, "hopper")
+    assert sorted((entry["grid"], entry["count"]) for entry in stage["launches"]) == [(56, 2), (112, 1)]
+    assert DynamicStage.model_validate({"status": "passed", "launches": stage["launches"]}).launches[0].kernel

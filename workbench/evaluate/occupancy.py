@@ -64,8 +64,12 @@ def theoretical_occupancy(
     static_shared_bytes: int,
     dynamic_shared_bytes: int,
     target: str = "hopper",
+    shared_config_bytes: int | None = None,
 ) -> Occupancy:
+    """`shared_config_bytes`: the shared-memory carveout the driver chose for the launch (ncu's
+    launch__shared_mem_config_size); without it, the largest the SM has."""
     limits = LIMITS[target]
+    sm_shared = shared_config_bytes if shared_config_bytes else limits.shared_bytes
     warps = -(-threads_per_block // 32)
     if warps <= 0:
         raise ValueError(f"a block needs at least one thread (got {threads_per_block})")
@@ -76,7 +80,7 @@ def theoretical_occupancy(
     if shared > limits.shared_per_block:
         by["shared memory"] = 0
     elif shared > 0:
-        by["shared memory"] = limits.shared_bytes // _up(shared + limits.shared_reserved, limits.shared_unit)
+        by["shared memory"] = sm_shared // _up(shared + limits.shared_reserved, limits.shared_unit)
     order: list[Limiter] = ["shared memory", "registers", "warps", "blocks"]  # named first on a tie
     limiter = min(order, key=lambda name: (by.get(name, limits.max_blocks + 1), order.index(name)))
     blocks = by[limiter]

@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Sequence
 
 from workbench.errors import UserError
+from workbench.evaluate.demangle import demangle
 from workbench.evaluate.request import EvalRequest, Progress, ProgressCallback, StageName
 from workbench.evaluate.result import EvalResult, StageBase, Status
 from workbench.tasks import resolve_task
@@ -76,6 +77,7 @@ async def run_stages(
         _notify(progress, Progress(stage=name, state="finished", status=stage.status, message=stage.message))
         skipped |= skipped_after(name, stage)
     finalize(result)
+    name_kernels(result)
     result.duration_s = (result.duration_s or 0.0) + time.perf_counter() - started
     return result
 
@@ -105,6 +107,17 @@ def _skip_reason(name: str, result: EvalResult) -> str | None:
 
 
 VERDICT_ORDER = ("build", "correctness", "static", "dynamic", "timing")
+
+
+def name_kernels(result: EvalResult) -> None:
+    """Readable names for the symbols ncu and CUPTI record (mangled), kept with the result so a
+    replay on a machine without c++filt reads them too."""
+    dynamic, timing = result.stages.dynamic, result.stages.timing
+    symbols = [*dynamic.kernels, *dynamic.ignored_kernels, *(launch.kernel for launch in dynamic.launches)]
+    for stats in (timing.candidate, *timing.baselines):
+        if stats is not None:
+            symbols.extend(stats.kernels)
+    result.kernel_names = {k: v for k, v in demangle(symbols).items() if k != v}
 
 
 def finalize(result: EvalResult) -> None:

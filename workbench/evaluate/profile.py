@@ -20,6 +20,9 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import Counter
+
+from workbench.evaluate.occupancy import LIMITS, theoretical_occupancy
 
 TENSOR_FLOPS_METRIC = {"hopper": "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum"}
 PER_OPCODE_METRIC = "sass__thread_inst_executed_true_per_opcode"
@@ -32,6 +35,7 @@ LAUNCH_METRICS = {
     "registers": "launch__registers_per_thread",
     "dynamic_smem": "launch__shared_mem_per_block_dynamic",
     "static_smem": "launch__shared_mem_per_block_static",
+    "shared_config": "launch__shared_mem_config_size",
 }
 MIN_TENSOR_SHARE = 0.9
 
@@ -121,10 +125,45 @@ def parse_raw_csv(text: str) -> list[dict]:
                 launch["tensor_flops"] = _number(row[column[metric]])
         if TIME_METRIC in column and row[column[TIME_METRIC]].strip():
             launch["time_ns"] = _number(row[column[TIME_METRIC]])
-        totals = {key: _total(row[column[metric]]) for key, metric in LAUNCH_METRICS.items() if metric in column}
+        totals = {
+            key: _total(row[column[metric]]) for key, metric in LAUNCH_METRICS.items() if metric in column
+        }
         launch["launch"] = {key: int(value) for key, value in totals.items() if value is not None}
         launches.append(launch)
     return launches
+
+
+_CONFIG_KEYS = ("grid", "block", "registers", "dynamic_smem", "static_smem", "shared_config")
+
+
+def launch_configurations(launches: list[dict], target: str) -> list[dict]:
+    """Each distinct (kernel, launch configuration) of the profiled call, how often it was launched,
+    and its theoretical occupancy under the carveout the driver chose (ptxas cannot know the dynamic
+    shared memory of a TMA kernel, nor its block size)."""
+    counts = Counter(
+        (launch["name"], *(launch.get("launch", {}).get(key) for key in _CONFIG_KEYS)) for launch in launches
+    )
+    configurations = []
+    for (name, *values), count in counts.items():
+        config = {key: value for key, value in zip(_CONFIG_KEYS, values, strict=True) if value is not None}
+        entry: dict = {"kernel": name, "count": count, **config}
+        if target in LIMITS and config.get("block") and "registers" in config:
+            found = theoretical_occupancy(
+                threads_per_block=config["block"],
+                registers_per_thread=config["registers"],
+                static_shared_bytes=config.get("static_smem", 0),
+                dynamic_shared_bytes=config.get("dynamic_smem", 0),
+                target=target,
+                shared_config_bytes=config.get("shared_config"),
+            )
+            entry.update(
+                blocks_per_sm=found.blocks_per_sm,
+                warps_per_sm=found.warps_per_sm,
+                max_warps=found.max_warps,
+                limiter=found.limiter,
+            )
+        configurations.append(entry)
+    return configurations
 
 
 def dynamic_stage(
@@ -158,6 +197,7 @@ def dynamic_stage(
     stage: dict = {
         "status": "passed",
         "kernels": sorted({launch["name"] for launch in launches}),
+        "launches": launch_configurations(launches, target),
         "executed_families": dict(sorted(executed_families.items())),
         "executed_opcodes": {
             op: int(n) for op, n in sorted(opcodes.items(), key=lambda item: -item[1]) if n > 0

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from workbench.evaluate.occupancy import Occupancy
 from workbench.evaluate.result import (
     BuildStage,
     CorrectnessStage,
     DynamicStage,
     EvalResult,
+    KernelLaunch,
     StageBase,
     StaticStage,
     Status,
@@ -27,7 +29,8 @@ MAX_KERNELS = 4
 
 
 def short_kernel(name: str) -> str:
-    """`(anonymous namespace)::gemm(float const*, int)` -> `gemm`: the name without its parameters."""
+    """`(anonymous namespace)::gemm(float const*, int)` -> `gemm`: the name without its parameters (nor
+    the `void ` c++filt writes before a template's name)."""
     text = name
     if text.endswith(")"):
         depth = 0
@@ -36,7 +39,7 @@ def short_kernel(name: str) -> str:
             if depth == 0:
                 text = text[:index] if index > 0 else text
                 break
-    return text.replace("(anonymous namespace)::", "")
+    return text.replace("(anonymous namespace)::", "").removeprefix("void ")
 
 
 def _status_word(status: Status) -> str:
@@ -127,10 +130,38 @@ def correctness_lines(stage: CorrectnessStage) -> list[str]:
     return lines
 
 
-def dynamic_lines(stage: DynamicStage) -> list[str]:
+def _bytes(value: int) -> str:
+    return f"{value / 1024:.1f} KiB" if value >= 1024 else f"{value} B"
+
+
+def launch_line(launch: KernelLaunch, names: dict[str, str]) -> str:
+    """One launch configuration, its shared memory and theoretical occupancy."""
+    head = f"{short_kernel(names.get(launch.kernel, launch.kernel))}" + (
+        f" ×{launch.count}" if launch.count > 1 else ""
+    )
+    shape = []
+    if launch.grid is not None and launch.block is not None:
+        shape.append(f"{launch.grid:,} blocks × {launch.block} threads")
+    if launch.registers is not None:
+        shape.append(f"{launch.registers} regs")
+    if launch.dynamic_smem is not None or launch.static_smem is not None:
+        smem = f"smem {_bytes(launch.dynamic_smem or 0)} dynamic + {_bytes(launch.static_smem or 0)} static"
+        if launch.shared_config:
+            smem += f" (carveout {_bytes(launch.shared_config)})"
+        shape.append(smem)
+    line = f"{head}: {', '.join(shape)}" if shape else head
+    if launch.blocks_per_sm is not None and launch.warps_per_sm is not None and launch.max_warps:
+        limiter = launch.limiter or "?"
+        occupancy = Occupancy(launch.blocks_per_sm, launch.warps_per_sm, launch.max_warps, limiter)  # type: ignore[arg-type]
+        line += f"; occupancy {occupancy.describe()}"
+    return line
+
+
+def dynamic_lines(stage: DynamicStage, names: dict[str, str] | None = None) -> list[str]:
+    names = names or {}
     lines: list[str] = []
     if stage.kernels:
-        shown = ", ".join(short_kernel(k) for k in stage.kernels[:MAX_KERNELS])
+        shown = ", ".join(short_kernel(names.get(k, k)) for k in stage.kernels[:MAX_KERNELS])
         more = f" (+{len(stage.kernels) - MAX_KERNELS} more)" if len(stage.kernels) > MAX_KERNELS else ""
         lines.append(f"kernels profiled{f' with {stage.tool}' if stage.tool else ''}: {shown}{more}")
     if stage.executed_families:
@@ -145,6 +176,7 @@ def dynamic_lines(stage: DynamicStage) -> list[str]:
         if stage.tensor_flops is not None and stage.task_flops is not None:
             detail = f" ({stage.tensor_flops:.3g} of {stage.task_flops:.3g} FLOP)"
         lines.append(f"tensor-pipe FLOP share: {stage.tensor_share:.1%}{detail}")
+    lines.extend(f"launch {launch_line(launch, names)}" for launch in stage.launches[:MAX_KERNELS])
     return lines
 
 
@@ -179,12 +211,13 @@ _DETAILS = {
     "build": build_lines,
     "static": static_lines,
     "correctness": correctness_lines,
-    "dynamic": dynamic_lines,
     "timing": timing_lines,
 }
 
 
-def stage_lines(name: str, stage: StageBase) -> list[str]:
+def stage_lines(name: str, stage: StageBase, names: dict[str, str] | None = None) -> list[str]:
+    if isinstance(stage, DynamicStage):
+        return dynamic_lines(stage, names)
     return _DETAILS[name](stage)  # type: ignore[operator]
 
 
@@ -199,7 +232,7 @@ def feedback_text(result: EvalResult) -> str:
         if stage.status != Status.not_run and stage.message and not result.message.endswith(stage.message):
             head += f": {stage.message}"
         lines.append(head)
-        lines.extend(f"  {line}" for line in stage_lines(name, stage))
+        lines.extend(f"  {line}" for line in stage_lines(name, stage, result.kernel_names))
     return "\n".join(lines)
 
 
@@ -228,7 +261,7 @@ def rich_verdict(result: EvalResult) -> RenderableType:
     for name, stage in result.stages.in_order():
         style = _STYLE.get(stage.status, "bold red")
         details = [stage.message] if stage.message and stage.status != Status.not_run else []
-        details.extend(stage_lines(name, stage))
+        details.extend(stage_lines(name, stage, result.kernel_names))
         if isinstance(stage, BuildStage) and stage.cache_hit:
             details.append("(build cache hit)")
         table.add_row(

@@ -121,10 +121,28 @@ class CorrectnessStage(StageBase):
     trials: list[Trial] = Field(default_factory=list)
 
 
+class KernelLaunch(_Model):
+    """One launch configuration of a kernel in the profiled call, as ncu reported it."""
+
+    kernel: str
+    count: int = 1
+    grid: int | None = Field(default=None, description="blocks")
+    block: int | None = Field(default=None, description="threads per block")
+    registers: int | None = None
+    dynamic_smem: int | None = None
+    static_smem: int | None = None
+    shared_config: int | None = Field(default=None, description="the SM's shared-memory carveout, bytes")
+    blocks_per_sm: int | None = Field(default=None, description="theoretical occupancy")
+    warps_per_sm: int | None = None
+    max_warps: int | None = None
+    limiter: str | None = None
+
+
 class DynamicStage(StageBase):
     tool: str | None = None
     workload_axes: dict[str, int] = Field(default_factory=dict)
     kernels: list[str] = Field(default_factory=list)
+    launches: list[KernelLaunch] = Field(default_factory=list)
     executed_families: dict[str, int] = Field(
         default_factory=dict, description="family -> predicate-true threads"
     )
@@ -197,8 +215,15 @@ class EvalResult(_Model):
     source_sha256: str
     device: str | None = None
     stages: Stages = Field(default_factory=Stages)
+    kernel_names: dict[str, str] = Field(
+        default_factory=dict,
+        description="mangled symbol -> demangled name, for the kernels the dynamic and timing tiers name",
+    )
     started_at: float | None = None
     duration_s: float | None = None
+
+    def readable(self, kernel: str) -> str:
+        return self.kernel_names.get(kernel, kernel)
 
     def stages_that_ran(self) -> list[tuple[str, StageBase]]:
         return [(name, stage) for name, stage in self.stages.in_order() if stage.status != Status.not_run]

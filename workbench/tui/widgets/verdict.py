@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from workbench.evaluate.render import launch_line
 from workbench.evaluate.request import Progress
 from workbench.evaluate.result import EvalResult, OutputCheck, Status
 from workbench.tui.artifacts import first_error_line
@@ -25,6 +26,9 @@ TIER_TITLES = {
     "dynamic": "executed",
     "timing": "timing",
 }
+
+
+MAX_LAUNCHES = 3
 
 
 def status_style(status: Status) -> str:
@@ -123,7 +127,9 @@ def dynamic_evidence(result: EvalResult) -> str:
         )
     if stage.tensor_share is not None:
         parts.append(f"tensor-FLOP share {stage.tensor_share:.1%}")
-    return " · ".join(parts) or stage.message
+    head = " · ".join(parts) or stage.message
+    launches = [launch_line(launch, result.kernel_names) for launch in stage.launches[:MAX_LAUNCHES]]
+    return "\n".join([head, *launches])
 
 
 def timing_evidence(result: EvalResult) -> str:

@@ -1,0 +1,70 @@
+"""Launch configurations and readable kernel names, from a profile recorded on the H200 to what the
+agent reads and what the verdict pane shows."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from workbench.evaluate.pipeline import name_kernels
+from workbench.evaluate.profile import dynamic_stage, parse_raw_csv
+from workbench.evaluate.render import feedback_text
+from workbench.evaluate.result import DynamicStage, EvalResult, Status, TimingStage, TimingStats
+from workbench.evaluate.sass import FAMILIES
+from workbench.tui.widgets.verdict import render_verdict
+
+DATA = Path(__file__).parent / "data" / "ncu"
+FAMILY_LISTS = {family: sorted(ops) for family, ops in FAMILIES.items()}
+FLOPS = 2.0 * 256 * 7168 * 5120
+# What ncu and CUPTI print for the shipped attention session's kernel (an anonymous-namespace template).
+MANGLED = "_ZN41_GLOBAL__N__6a3ae09d_9_kernel_cu_f389ed8d8attn_fwdILb1EEEv14CUtensorMap_stS1_S1_P13__nv_bfloat16Pfif"
+
+
+def profiled_result(launches: list[dict]) -> EvalResult:
+    stage = dynamic_stage(launches, FAMILY_LISTS, "GMMA", FLOPS, "hopper")
+    result = EvalResult(task="gemm_n7168_k5120", target="hopper", executor="local", source_sha256="0" * 64)
+    result.stages.dynamic = DynamicStage.model_validate({k: v for k, v in stage.items() if k != "message"})
+    result.stages.static.required_family = "GMMA"
+    return result
+
+
+def real_launches() -> list[dict]:
+    return parse_raw_csv((DATA / "wgmma_gemm_m256_raw_details.csv").read_text())
+
+
+def test_the_agent_reads_each_launch_with_its_shared_memory_and_occupancy() -> None:
+    text = feedback_text(profiled_result(real_launches()))
+    assert (
+        "launch wgmma_gemm_kernel: 56 blocks × 384 threads, 168 regs, smem 193.1 KiB dynamic + 0 B static "
+        "(carveout 196.0 KiB); occupancy 1 block/SM, 12/64 warps (19%, limited by shared memory)"
+    ) in text
+
+
+def test_the_verdict_pane_shows_the_launch_under_the_executed_tier() -> None:
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render_verdict(profiled_result(real_launches())))
+    shown = console.export_text()
+    assert "56 blocks × 384 threads" in shown and "limited by shared memory" in shown
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="needs c++filt (binutils)")
+def test_mangled_symbols_get_readable_names_kept_with_the_result() -> None:
+    launch = {**real_launches()[0], "name": MANGLED}
+    result = profiled_result([launch])
+    result.stages.timing = TimingStage(
+        status=Status.passed,
+        candidate=TimingStats(
+            name="candidate", median_ms=1, p25_ms=1, p75_ms=1, min_ms=1, max_ms=1, iterations=1, kernels=[MANGLED]
+        ),
+    )
+    name_kernels(result)
+    readable = result.readable(MANGLED)
+    assert readable.startswith("void (anonymous namespace)::attn_fwd<true>(CUtensorMap_st")
+    again = EvalResult.model_validate_json(result.model_dump_json())
+    assert again.kernel_names == {MANGLED: readable}
+    text = feedback_text(again)
+    assert "kernels profiled: attn_fwd<true>" in text and "launch attn_fwd<true>: 56 blocks" in text
+    assert MANGLED not in text
