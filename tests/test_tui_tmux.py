@@ -27,7 +27,8 @@ def test_the_attention_demo_at_180_columns_cuts_nothing_silently(tmp_path: Path)
     with ptxwb_in_tmux(
         "demo", "mha_with_lse_d128_causal_fix_h200.jsonl", "--speed", "1000", cwd=tmp_path
     ) as pane:
-        screen = pane.wait(lambda s: "ended" in s and "turn 2/2" in s, timeout_s=120)
+        # The timing pane's trend is drawn after the status line says ended: wait for both.
+        screen = pane.wait(lambda s: "ended" in s and "turn 2/2" in s and "best 0.95×" in s, timeout_s=120)
         # The verdict whole, or cut with an ellipsis; never at the pane's edge.
         assert "✘ incorrect_numerical" in screen or "✘ incorrect_num" in screen and "…" in screen
         assert "best 0.95× at turn 2" in screen  # the trend caption, whole
