@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from build_support import session_cache
 
 from workbench.agent.approval import Approver
 from workbench.agent.config import AgentConfig
@@ -48,10 +49,8 @@ def write_script(path: Path, answers: list[str]) -> Path:
 
 
 def shared_build_cache(factory: pytest.TempPathFactory) -> Path:
-    """One build cache for every agent test of a run, so a kernel compiles once."""
-    path = factory.getbasetemp() / "agent-build-cache"
-    path.mkdir(exist_ok=True)
-    return path
+    """One build cache for every test of a run, so a kernel compiles once."""
+    return session_cache(factory)
 
 
 async def record_session(

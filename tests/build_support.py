@@ -1,8 +1,9 @@
-"""Shared by the static-evaluation tests: one build cache per test session, so each kernel compiles once."""
+"""Shared by the tests that build kernels: one build cache for the whole run, so each kernel compiles once."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,12 @@ needs_nvcc = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not i
 
 
 def session_cache(factory: pytest.TempPathFactory) -> Path:
-    """The same folder for every test module of this session (basetemp is per session)."""
-    path = factory.getbasetemp() / "ptxwb-builds"
+    """The same folder for every test of the run, whichever pytest-xdist worker runs it (a worker's
+    basetemp lies in the run's). Workers may build one kernel at once: the cache publishes an entry by
+    an atomic rename, and the loser reads the winner's."""
+    base = factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = root / "ptxwb-builds"
     path.mkdir(exist_ok=True)
     return path
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from build_support import needs_nvcc
+from build_support import needs_nvcc, session_cache
 
 from workbench.errors import UserError
 from workbench.evaluate.request import EvalRequest
@@ -91,7 +91,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):
         "-o",
         "LogLevel=ERROR",
         "-o",
-        f"SetEnv=PTXWB_CACHE={home / 'cache'}",
+        f"SetEnv=PTXWB_CACHE={session_cache(tmp_path_factory)}",  # the far side shares the run's builds
     ]
     yield port, options
     server.terminate()
