@@ -260,6 +260,8 @@ def test_ctrl_c_during_an_evaluation_is_quiet_and_keeps_the_session(command: str
         cwd=tmp_path,
         env={**os.environ, "PTXWB_CACHE": str(tmp_path / "cache")},
         start_new_session=True,  # Ctrl-C reaches the whole foreground group: here, its own
+        # As in a terminal: a runner started in the background (SIGINT ignored) would pass that on.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(2.5)  # nvcc is compiling the (uncached) kernel
     assert process.poll() is None
