@@ -32,6 +32,7 @@ def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return shared_build_cache(tmp_path_factory)
 
 
+@pytest.mark.slow  # the headless litellm path is also run by the bench sweep tests
 def test_three_turns_over_http_fail_then_pass_static(tmp_path: Path, build_cache: Path) -> None:
     answers = three_turn_answers()
     out = tmp_path / "run.jsonl"
@@ -152,6 +153,7 @@ def test_a_model_error_ends_the_session_without_leaking_the_key(tmp_path: Path) 
         assert CANARY_KEY not in text and CANARY_KEY[:12] not in text
 
 
+@pytest.mark.slow
 def test_a_local_server_of_a_keyless_provider_needs_no_key(tmp_path: Path, build_cache: Path) -> None:
     out = tmp_path / "local.jsonl"
     keyless = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}

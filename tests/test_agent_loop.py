@@ -118,6 +118,7 @@ async def test_an_answer_without_code_gets_feedback_and_the_turn_counts(
     assert isinstance(end, SessionEnd) and (end.reason, end.turn) == ("turn_limit", 2)
 
 
+@pytest.mark.slow
 async def test_a_persons_message_and_the_latest_pair_context(
     tmp_path: Path, build_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

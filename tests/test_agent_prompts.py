@@ -60,6 +60,7 @@ def test_task_prompt_carries_the_definition_and_workload_facts() -> None:
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow  # the pack's ABI example is built in test_pack_headers
 async def test_the_abi_example_compiles_with_nvcc(tmp_path_factory: pytest.TempPathFactory) -> None:
     source = extract_kernel(prompts.template("abi_example.md"))
     assert source is not None and "TVM_FFI_DLL_EXPORT_TYPED_FUNC(run" in source

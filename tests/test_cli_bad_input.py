@@ -387,7 +387,14 @@ def _without_keys() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if not name.endswith(("_API_KEY", "_TOKEN"))}
 
 
-@pytest.mark.parametrize("how", ["run --headless", "run", "fork"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "run --headless",
+        pytest.param("run", marks=pytest.mark.slow),
+        pytest.param("fork", marks=pytest.mark.slow),
+    ],
+)
 def test_a_model_whose_key_is_not_set_is_one_line_before_any_session_file(how: str, tmp_path: Path) -> None:
     parent = tmp_path / "parent.jsonl"
     parent.write_bytes(LADDER.read_bytes())

@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from build_support import session_cache
 
 from tests.pack_support import GPU_DATA, PATTERN_CHECKS, extract_pattern_kernel, header_dirs
 from workbench.evaluate.build import build
@@ -191,12 +192,14 @@ def test_gpu_test_programs_build_clean_here(program: str, opcodes: tuple[str, ..
 
 @needs_nvcc
 @pytest.mark.parametrize("target", TARGETS)
-def test_abi_example_builds_through_the_evaluators_build_stage(target: str, tmp_path: Path) -> None:
+def test_abi_example_builds_through_the_evaluators_build_stage(
+    target: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The `run` example every pack shows the model is a valid candidate for the build stage."""
     abi = (knowledge_packs_dir() / "common" / "abi.md").read_text()
     example = re.search(r"```cuda\n(.*?)```", abi, re.DOTALL)
     assert example is not None
-    stage = asyncio.run(build(example.group(1), get_target(target), 300.0, tmp_path))
+    stage = asyncio.run(build(example.group(1), get_target(target), 300.0, session_cache(tmp_path_factory)))
     assert stage.status == Status.passed, stage.compiler_output
     assert stage.library_path and Path(stage.library_path).is_file()
 

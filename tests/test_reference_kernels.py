@@ -21,12 +21,24 @@ REFERENCES = Path(__file__).resolve().parent.parent / "references"
 
 # (file, task, instruction families its SASS must hold besides the required GMMA). The plain
 # attention files differ from their causal twins only in one #define, so the causal ones stand for both.
+# The headline GEMM's builds by default; the other references with -m slow (each is a long build).
+SLOW = pytest.mark.slow
 HOPPER_REFERENCES = [
-    ("gemm/02_wgmma.cu", "gemm_n7168_k5120", set()),
-    ("gemm/03_tma_pipeline.cu", "gemm_n7168_k5120", {"TMA", "MBARRIER"}),
-    ("gemm/04_ws_persistent.cu", "gemm_n7168_k5120", {"TMA", "MBARRIER", "SETMAXNREG"}),
-    ("attention/mha_fwd_d128_causal.cu", "mha_with_lse_d128_causal", {"TMA", "MBARRIER", "SETMAXNREG"}),
-    ("attention/mha_bwd_d128_causal.cu", "mha_bwd_d128_causal", {"TMA", "MBARRIER", "SETMAXNREG", "BULK"}),
+    pytest.param("gemm/02_wgmma.cu", "gemm_n7168_k5120", set(), marks=SLOW),
+    pytest.param("gemm/03_tma_pipeline.cu", "gemm_n7168_k5120", {"TMA", "MBARRIER"}, marks=SLOW),
+    pytest.param("gemm/04_ws_persistent.cu", "gemm_n7168_k5120", {"TMA", "MBARRIER", "SETMAXNREG"}),
+    pytest.param(
+        "attention/mha_fwd_d128_causal.cu",
+        "mha_with_lse_d128_causal",
+        {"TMA", "MBARRIER", "SETMAXNREG"},
+        marks=SLOW,
+    ),
+    pytest.param(
+        "attention/mha_bwd_d128_causal.cu",
+        "mha_bwd_d128_causal",
+        {"TMA", "MBARRIER", "SETMAXNREG", "BULK"},
+        marks=SLOW,
+    ),
 ]
 
 
@@ -43,7 +55,7 @@ def evaluate(path: str, task: str, cache: Path) -> EvalResult:
 
 @needs_nvcc
 @pytest.mark.parametrize(
-    ("path", "task", "families"), HOPPER_REFERENCES, ids=[p for p, _, _ in HOPPER_REFERENCES]
+    ("path", "task", "families"), HOPPER_REFERENCES, ids=[p.values[0] for p in HOPPER_REFERENCES]
 )
 def test_reference_builds_without_spills_and_shows_hopper_instructions(
     path: str, task: str, families: set[str], cache: Path

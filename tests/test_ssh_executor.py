@@ -149,6 +149,7 @@ def test_a_far_side_without_a_gpu_is_refused_in_one_line_naming_it(sshd) -> None
 
 
 @needs_nvcc
+@pytest.mark.slow  # the worker's build op is also run locally in test_worker_protocol
 def test_a_kernel_is_built_and_judged_statically_on_the_far_side(sshd) -> None:
     port, options = sshd
     reply = far_side_build(port, options, (KERNELS / "wgmma_gemm.cu").read_text())
@@ -158,6 +159,7 @@ def test_a_kernel_is_built_and_judged_statically_on_the_far_side(sshd) -> None:
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_the_far_side_reports_a_failing_static_tier(sshd) -> None:
     port, options = sshd
     reply = far_side_build(port, options, (KERNELS / "simt_gemm.cu").read_text())

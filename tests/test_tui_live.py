@@ -117,6 +117,7 @@ async def test_edit_before_run_records_both_sources(tmp_path: Path, cache: Path)
     assert evaluation.result.status == Status.static_missing_family  # the edit compiled; the model's did not
 
 
+@pytest.mark.slow
 async def test_override_with_a_file_and_skip(tmp_path: Path, cache: Path) -> None:
     mine = tmp_path / "mine.cu"
     mine.write_text(broken_kernel())
