@@ -290,3 +290,24 @@ async def test_theme_change_recolours_the_code(session_file: Path) -> None:
         await pilot.pause()
         assert not app.current_theme.dark
         assert view.render_line(0).text == dark.text and view.render_line(0) != dark
+
+
+async def test_a_screen_being_dismissed_ignores_its_drivers_last_state_change(session_file: Path) -> None:
+    # A driver may report a state change after going back took the screen's panes away: harmless
+    # there, while on the current screen a missing pane is still an error.
+    from textual.css.query import NoMatches
+    from textual.screen import Screen
+
+    driver = ReplayDriver(read_session(session_file), speed=100.0, sleep=instant)
+    app = WorkbenchApp(lambda: Screen(), theme="textual-dark")  # the screen a session is opened from
+    async with app.run_test(size=SIZE) as pilot:
+        shown = SessionScreen(driver)
+        await app.push_screen(shown)
+        await until(pilot, lambda: driver.state == "ended")
+        await shown.query_one(SessionHeader).remove()
+        with pytest.raises(NoMatches):
+            shown.state_changed()
+        app.pop_screen()  # back
+        await pilot.pause()
+        assert not shown.is_current
+        shown.state_changed()

@@ -172,6 +172,13 @@ class SessionScreen(Screen[None]):
                 code.update_placeholder(tab, maker)
 
     def state_changed(self) -> None:
+        try:
+            self._state_changed()
+        except NoMatches:  # as in `ingest`: a driver's last word reaching a screen being dismissed
+            if self.is_current:
+                raise
+
+    def _state_changed(self) -> None:
         self._refresh_header()
         self.refresh_bindings()
         self._show_turn()  # e.g. a candidate now waiting for review
