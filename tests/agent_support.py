@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from workbench.agent.items import LoopItem
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import ScriptedModel
 from workbench.evaluate.executors import make_executor
+from workbench.evaluate.request import EvalRequest
 
 KERNELS = Path(__file__).resolve().parent / "data" / "kernels"
 CANARY_KEY = "sk-canary-7f3a9c1e5b2d4f60"
@@ -48,9 +50,17 @@ def write_script(path: Path, answers: list[str]) -> Path:
     return path
 
 
-def shared_build_cache(factory: pytest.TempPathFactory) -> Path:
-    """One build cache for every test of a run, so a kernel compiles once."""
-    return session_cache(factory)
+def warmed_build_cache(factory: pytest.TempPathFactory) -> Path:
+    """The run's build cache holding the three kernels above, so a sweep's timing is the sweep's own."""
+    path = session_cache(factory)
+    executor = make_executor("static", path)
+
+    async def warm() -> None:
+        for source in (broken_kernel(), simt_kernel(), wgmma_kernel()):
+            await executor.evaluate(EvalRequest(task="gemm_n7168_k5120", target="hopper", source=source))
+
+    asyncio.run(warm())
+    return path
 
 
 async def record_session(

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_support import answer, shared_build_cache, simt_kernel, write_script
+from agent_support import answer, simt_kernel, write_script
+from build_support import session_cache
 
 from workbench.session import Candidate, Message, SessionEnd, read_session
 
@@ -26,7 +27,7 @@ def test_a_person_writes_the_turns_on_stdin(tmp_path: Path, tmp_path_factory: py
     typed = answer(simt_kernel()) + "\n.\n"  # one answer, then end of input: the person stops
     done = ptxwb("run", "--task", "gemm_n7168_k5120", "--model", "human", "--turns", "3", "--no-pack",
                  "--headless", "--out", str(out), stdin=typed,
-                 env={"PTXWB_CACHE": str(shared_build_cache(tmp_path_factory))})  # fmt: skip
+                 env={"PTXWB_CACHE": str(session_cache(tmp_path_factory))})  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     read = read_session(out)
     assert read.start.author == "human" and read.start.model == "human"

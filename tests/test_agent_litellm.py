@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_support import CANARY_KEY, shared_build_cache, three_turn_answers
+from agent_support import CANARY_KEY, three_turn_answers
+from build_support import session_cache
 from openai_server import HttpError, OpenAIServer
 
 from workbench.agent.config import AgentConfig
@@ -29,7 +30,7 @@ PTXWB = Path(sys.executable).parent / "ptxwb"
 
 @pytest.fixture(scope="session")
 def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_build_cache(tmp_path_factory)
+    return session_cache(tmp_path_factory)
 
 
 @pytest.mark.slow  # the headless litellm path is also run by the bench sweep tests

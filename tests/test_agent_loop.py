@@ -10,10 +10,10 @@ from agent_support import (
     answer,
     broken_kernel,
     record_session,
-    shared_build_cache,
     simt_kernel,
     wgmma_kernel,
 )
+from build_support import session_cache
 from openai_server import OpenAIServer
 
 from workbench.agent.approval import Decision
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.nvcc
 
 @pytest.fixture(scope="module")
 def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_build_cache(tmp_path_factory)
+    return session_cache(tmp_path_factory)
 
 
 class Scripted:

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from agent_support import record_session, shared_build_cache
+from agent_support import record_session
+from build_support import session_cache
 
 from workbench.agent import prompts
 from workbench.agent.config import AgentConfig
@@ -60,18 +61,17 @@ def test_task_prompt_carries_the_definition_and_workload_facts() -> None:
 
 
 @pytest.mark.nvcc
-@pytest.mark.slow  # the pack's ABI example is built in test_pack_headers
 async def test_the_abi_example_compiles_with_nvcc(tmp_path_factory: pytest.TempPathFactory) -> None:
     source = extract_kernel(prompts.template("abi_example.md"))
     assert source is not None and "TVM_FFI_DLL_EXPORT_TYPED_FUNC(run" in source
-    stage = await build(source, HOPPER, 300.0, shared_build_cache(tmp_path_factory))
+    stage = await build(source, HOPPER, 300.0, session_cache(tmp_path_factory))
     assert stage.status == Status.passed, stage.errors or stage.message
 
 
 @pytest.mark.nvcc
 async def test_the_session_records_the_pack(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     out = tmp_path / "s.jsonl"
-    await record_session(out, ["no code"], shared_build_cache(tmp_path_factory), config=AgentConfig(turns=1))
+    await record_session(out, ["no code"], session_cache(tmp_path_factory), config=AgentConfig(turns=1))
     read = read_session(out)
     pack = load_pack("hopper")
     assert (read.start.pack_id, read.start.pack_hash) == (pack.pack_id(), pack.sha256())

@@ -12,11 +12,11 @@ from agent_support import (
     CANARY_KEY,
     answer,
     record_session,
-    shared_build_cache,
     three_turn_answers,
     wgmma_kernel,
     write_script,
 )
+from build_support import session_cache
 from openai_server import OpenAIServer
 
 from workbench.agent.config import AgentConfig
@@ -32,7 +32,7 @@ PTXWB = Path(sys.executable).parent / "ptxwb"
 
 @pytest.fixture(scope="module")
 def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_build_cache(tmp_path_factory)
+    return session_cache(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ in one line. The cluster starts once for the module (about 8 s on two cores).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -23,8 +22,8 @@ from agent_support import (
     CANARY_KEY,
     answer,
     broken_kernel,
-    shared_build_cache,
     simt_kernel,
+    warmed_build_cache,
     wgmma_kernel,
     write_script,
 )
@@ -59,16 +58,7 @@ COMPILERS = {"nvcc", "cicc", "ptxas", "cudafe++", "cc1plus"}
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shared build cache with the sweep's three kernels built, so a sweep's time is its own."""
-    path = shared_build_cache(tmp_path_factory)
-    executor = make_executor("static", path)
-
-    async def warm() -> None:
-        for source in (broken_kernel(), simt_kernel(), wgmma_kernel()):
-            await executor.evaluate(EvalRequest(task=TASK, target="hopper", source=source))
-
-    asyncio.run(warm())
-    return path
+    return warmed_build_cache(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_support import CANARY_KEY, answer, broken_kernel, shared_build_cache, simt_kernel, wgmma_kernel
+from agent_support import CANARY_KEY, answer, broken_kernel, simt_kernel, warmed_build_cache, wgmma_kernel
 from bench_support import run_scripted, scripted_spec
 from openai_server import HttpError, OpenAIServer
 
@@ -25,8 +25,6 @@ from workbench.bench.folder import SweepFolder
 from workbench.bench.rejudge import rejudge
 from workbench.bench.runner import run_sweep
 from workbench.bench.spec import parse_spec
-from workbench.evaluate.executors import make_executor
-from workbench.evaluate.request import EvalRequest
 from workbench.session.events import SessionEnd
 from workbench.session.log import read_session
 
@@ -50,18 +48,7 @@ PLAYS = {"stub-a": [broken_kernel, simt_kernel], "stub-b": [simt_kernel, wgmma_k
 
 @pytest.fixture(scope="module")
 def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shared cache, warmed with the three kernels, so the sweep's timing is the sweep's."""
-    import asyncio
-
-    cache = shared_build_cache(tmp_path_factory)
-    executor = make_executor("static", cache)
-
-    async def warm() -> None:
-        for source in (broken_kernel(), simt_kernel(), wgmma_kernel()):
-            await executor.evaluate(EvalRequest(task="gemm_n7168_k5120", target="hopper", source=source))
-
-    asyncio.run(warm())
-    return cache
+    return warmed_build_cache(tmp_path_factory)
 
 
 class Stubs:

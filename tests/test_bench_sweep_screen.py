@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_support import shared_build_cache
 from bench_support import sweep_scripted
+from build_support import session_cache
 from textual.widgets import DataTable, Static
 from tui_pilot import until
 
@@ -24,7 +24,7 @@ def cells(table: DataTable[object]) -> list[list[str]]:
 async def test_grid_opens_a_cell_then_a_replay(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
-    folder, _ = await sweep_scripted(tmp_path, shared_build_cache(tmp_path_factory))
+    folder, _ = await sweep_scripted(tmp_path, session_cache(tmp_path_factory))
     app = WorkbenchApp(lambda: SweepScreen(folder))
     async with app.run_test(size=(160, 40)) as pilot:
         grid = app.screen.query_one(DataTable)

@@ -251,8 +251,11 @@ def test_ctrl_c_during_an_evaluation_is_quiet_and_keeps_the_session(command: str
         "run": ["run", "--task", TASK, "--model", f"scripted:{script}", "--headless", "--out", str(out)],
         "eval": ["eval", str(kernel), "--task", TASK],
     }[command]
+    # As in a terminal: ptxwb gets SIGINT's default even under a runner started with it ignored (a
+    # background job), which exec would pass on; the same process then execs into ptxwb.
+    as_in_a_terminal = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
     process = subprocess.Popen(
-        [str(PTXWB), *args],
+        [sys.executable, "-c", as_in_a_terminal, str(PTXWB), *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -260,8 +263,6 @@ def test_ctrl_c_during_an_evaluation_is_quiet_and_keeps_the_session(command: str
         cwd=tmp_path,
         env={**os.environ, "PTXWB_CACHE": str(tmp_path / "cache")},
         start_new_session=True,  # Ctrl-C reaches the whole foreground group: here, its own
-        # As in a terminal: a runner started in the background (SIGINT ignored) would pass that on.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(2.5)  # nvcc is compiling the (uncached) kernel
     assert process.poll() is None

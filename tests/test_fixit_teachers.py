@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_support import CANARY_KEY, answer, broken_kernel, shared_build_cache, simt_kernel, wgmma_kernel
+from agent_support import CANARY_KEY, answer, broken_kernel, simt_kernel, wgmma_kernel
+from build_support import session_cache
 from fixit_support import CAUSAL, LADDER, shipped, write_session
 from openai_server import OpenAIServer
 
@@ -30,7 +31,7 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_build_cache(tmp_path_factory)
+    return session_cache(tmp_path_factory)
 
 
 @pytest.fixture

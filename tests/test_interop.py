@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_support import record_session, shared_build_cache, three_turn_answers
+from agent_support import record_session, three_turn_answers
+from build_support import session_cache
 
 from workbench.errors import UserError
 from workbench.session import Candidate, Message, SessionEnd, read_session
@@ -24,7 +25,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import asyncio
 
     out = tmp_path_factory.mktemp("interop") / "session.jsonl"
-    asyncio.run(record_session(out, three_turn_answers(), shared_build_cache(tmp_path_factory)))
+    asyncio.run(record_session(out, three_turn_answers(), session_cache(tmp_path_factory)))
     return out
 
 

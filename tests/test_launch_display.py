@@ -61,7 +61,7 @@ def test_mangled_symbols_get_readable_names_kept_with_the_result() -> None:
         ),
     )
     name_kernels(result)
-    readable = result.readable(MANGLED)
+    readable = result.kernel_names[MANGLED]
     assert readable.startswith("void (anonymous namespace)::attn_fwd<true>(CUtensorMap_st")
     again = EvalResult.model_validate_json(result.model_dump_json())
     assert again.kernel_names == {MANGLED: readable}

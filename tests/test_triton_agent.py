@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_support import answer, record_session, shared_build_cache, simt_kernel
+from agent_support import answer, record_session, simt_kernel
+from build_support import session_cache
 
 from workbench.agent.config import AgentConfig, recorded_settings
 from workbench.agent.extract import extract_kernel
@@ -85,7 +86,7 @@ async def test_a_scripted_triton_session_through_the_static_executor(
     await record_session(
         out,
         [answer(KERNEL, tag="python"), "I have no code this time."],
-        shared_build_cache(tmp_path_factory),
+        session_cache(tmp_path_factory),
         config,
     )
     session = read_session(out)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_support import shared_build_cache
+from build_support import session_cache
 
 pytest.importorskip("triton", reason="the Triton track needs the triton wheel (the dev lock has it)")
 
@@ -97,7 +97,7 @@ def request(source: str, task: str, target: str) -> EvalRequest:
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_build_cache(tmp_path_factory)
+    return session_cache(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

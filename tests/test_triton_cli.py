@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_support import answer, shared_build_cache, write_script
+from agent_support import answer, write_script
+from build_support import session_cache
 
 from workbench.bench.folder import SweepFolder
 from workbench.bench.runner import SweepRunner
@@ -25,7 +26,7 @@ GEMM = "gemm_n7168_k5120"
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_build_cache(tmp_path_factory)
+    return session_cache(tmp_path_factory)
 
 
 def ptxwb(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_support import broken_kernel, shared_build_cache, simt_kernel
+from agent_support import broken_kernel, simt_kernel
+from build_support import session_cache
 from tui_pilot import until
 
 from workbench.evaluate.executors import make_executor
@@ -31,7 +32,7 @@ async def test_each_save_is_evaluated_and_recorded(
         task="gemm_n7168_k5120",
         target="hopper",
         kernel=kernel,
-        executor=make_executor("static", shared_build_cache(tmp_path_factory)),
+        executor=make_executor("static", session_cache(tmp_path_factory)),
         out=out,
         debounce_ms=50,
     )

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import tui_synthetic
-from agent_support import answer, record_session, shared_build_cache, wgmma_kernel
-from build_support import needs_nvcc
+from agent_support import answer, record_session, wgmma_kernel
+from build_support import needs_nvcc, session_cache
 from tui_pilot import until
 
 from workbench.evaluate.result import EvalResult, StaticStage
@@ -125,7 +125,7 @@ async def test_a_recorded_session_replayed_elsewhere_rebuilds_and_shows_its_list
     stripped = [e.model_copy(update={"listings": None}) if isinstance(e, Evaluation) else e for e in events]
     shutil.rmtree(recorded)
     session = tui_synthetic.write(tmp_path / "elsewhere.jsonl", stripped)
-    monkeypatch.setenv("PTXWB_CACHE", str(shared_build_cache(tmp_path_factory)))
+    monkeypatch.setenv("PTXWB_CACHE", str(session_cache(tmp_path_factory)))
     ptx = await shown(session, "ptx", ready="wgmma")
     assert "wgmma.mma_async" in ptx and ".version" in ptx
     assert "HGMMA" in await shown(session, "sass", ready="HGMMA")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_support import answer, broken_kernel, shared_build_cache, simt_kernel, wgmma_kernel, write_script
+from agent_support import answer, broken_kernel, simt_kernel, wgmma_kernel, write_script
+from build_support import session_cache
 from tui_pilot import until
 
 from workbench.agent.config import AgentConfig
@@ -30,7 +31,7 @@ SIZE = (140, 44)
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_build_cache(tmp_path_factory)  # the agent tests' cache: each kernel compiles once a run
+    return session_cache(tmp_path_factory)  # the agent tests' cache: each kernel compiles once a run
 
 
 def make(

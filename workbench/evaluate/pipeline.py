@@ -12,6 +12,7 @@ when every stage that ran passed but some did not run (the static executor), it 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 import traceback
@@ -77,7 +78,7 @@ async def run_stages(
         _notify(progress, Progress(stage=name, state="finished", status=stage.status, message=stage.message))
         skipped |= skipped_after(name, stage)
     finalize(result)
-    name_kernels(result)
+    await asyncio.to_thread(name_kernels, result)  # c++filt: off the event loop a sweep shares
     result.duration_s = (result.duration_s or 0.0) + time.perf_counter() - started
     return result
 

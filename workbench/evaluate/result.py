@@ -222,9 +222,6 @@ class EvalResult(_Model):
     started_at: float | None = None
     duration_s: float | None = None
 
-    def readable(self, kernel: str) -> str:
-        return self.kernel_names.get(kernel, kernel)
-
     def stages_that_ran(self) -> list[tuple[str, StageBase]]:
         return [(name, stage) for name, stage in self.stages.in_order() if stage.status != Status.not_run]
 
