@@ -65,7 +65,12 @@ def stages_of(worker: CpuWorker, folder: Path, **defines: str) -> dict:
 
 
 def test_an_honest_kernel_passes_both_tiers_with_three_timed_calls_read(worker, libraries) -> None:
-    stages = stages_of(worker, libraries)
+    reply = worker.evaluate(build_cpu({}, libraries))
+    stages = reply["stages"]
+    # The seconds outside the stages, phase by phase, in the order they happen.
+    assert list(reply["phases_s"]) == ["spawn", "runner_ready", "judge_setup", "baseline", "load"]
+    assert all(seconds >= 0 for seconds in reply["phases_s"].values())
+    assert reply["phases_s"]["runner_ready"] > 0  # a fresh runner imports torch before it is ready
     assert stages["correctness"]["status"] == "passed", stages["correctness"]["message"]
     assert [t["fresh_addresses"] for t in stages["correctness"]["trials"]] == [False, False, False, True]
     seeds = [t["seed"] for t in stages["correctness"]["trials"]]

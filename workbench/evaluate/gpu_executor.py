@@ -11,6 +11,7 @@ reached is an `infrastructure_error` verdict.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from workbench.errors import UserError
@@ -103,6 +104,7 @@ class GpuExecutor:
                 timeouts: dict[str, float] = {"dynamic_s": request.profile_timeout_s}
                 if request.call_timeout_s is not None:
                     timeouts["call_s"] = request.call_timeout_s
+                started = time.perf_counter()
                 state["begun"] = await self.client.request(
                     {
                         "op": "begin",
@@ -116,6 +118,8 @@ class GpuExecutor:
                     timeout_s=request.profile_timeout_s + 600,
                 )
                 result.device = state["begun"].get("device") or result.device
+                result.phases_s.update(state["begun"].get("phases_s") or {})
+                result.phases_s["begin"] = round(time.perf_counter() - started, 4)
             return state["begun"]
 
         def gpu_step(name: str):
@@ -151,10 +155,12 @@ class GpuExecutor:
             )
         finally:
             if "begun" in state and self.client.hello is not None:
+                started = time.perf_counter()
                 try:
                     await self.client.request({"op": "end"}, timeout_s=120)
                 except WorkerError:
                     pass
+                result.phases_s["end"] = round(time.perf_counter() - started, 4)
         return result
 
     async def close(self) -> None:

@@ -78,7 +78,9 @@ async def run_stages(
         _notify(progress, Progress(stage=name, state="finished", status=stage.status, message=stage.message))
         skipped |= skipped_after(name, stage)
     finalize(result)
+    named = time.perf_counter()
     await asyncio.to_thread(name_kernels, result)  # c++filt: off the event loop a sweep shares
+    result.phases_s["names"] = round(time.perf_counter() - named, 4)
     result.duration_s = (result.duration_s or 0.0) + time.perf_counter() - started
     return result
 

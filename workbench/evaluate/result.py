@@ -221,6 +221,11 @@ class EvalResult(_Model):
     )
     started_at: float | None = None
     duration_s: float | None = None
+    phases_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="wall seconds spent outside the stages (starting the GPU processes, the judge's set-up, "
+        "loading the candidate, ending), by phase",
+    )
 
     def stages_that_ran(self) -> list[tuple[str, StageBase]]:
         return [(name, stage) for name, stage in self.stages.in_order() if stage.status != Status.not_run]

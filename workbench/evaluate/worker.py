@@ -136,6 +136,19 @@ def _failure(status: str, what: str, reply: Reply) -> dict:
     return {"status": "timeout" if reply.timed_out else status, "message": message}
 
 
+class _PhaseClock:
+    """Wall time of consecutive phases outside the stages (where a warm evaluation's seconds go)."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def mark(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = round(now - self._last, 4)
+        self._last = now
+
+
 class StageFailed(Exception):
     """A stage ends early with this stage dict."""
 
@@ -194,6 +207,7 @@ class Session:
 
     def begin(self) -> dict:
         worker = self.worker
+        clock = _PhaseClock()
         self.runner = worker.take_runner(self.device)
         if "dynamic" in self.stages and self.kernels and worker.ncu and self.device != "cpu":
             # The profiled process loads the candidate and makes the timed workload's inputs meanwhile.
@@ -202,7 +216,9 @@ class Session:
         if self.sanitize and "correctness" in self.stages and worker.sanitizer_tool:
             self.sanitizer = worker.take_sanitizer()
             self.sanitizer.submit(self.library, self.smallest_spec)
+        clock.mark("spawn")
         ready = self.runner.receive(self.timeouts["start_s"])
+        clock.mark("runner_ready")
         if not ready.ok:
             return self._begin_failed(
                 "infrastructure_error",
@@ -218,8 +234,10 @@ class Session:
         )
         if judged.get("error"):
             return self._begin_failed("infrastructure_error", f"the judge: {judged['error']}")
+        clock.mark("judge_setup")
         timed = worker.judge_request(self.device, {"cmd": "baseline_ms"}, self.timeouts["start_s"])
         baseline_ms = float(timed.get("ms") or 0.0)
+        clock.mark("baseline")
         if "call_s" in self.timeouts:
             self.call_s = float(self.timeouts["call_s"])
         else:
@@ -244,8 +262,10 @@ class Session:
         else:
             self.exports = loaded.data["exports"]
             self.notes += loaded.data.get("notes") or []
+        clock.mark("load")
         return {
             "ok": self.failed is None,
+            "phases_s": clock.phases,
             "device": self.device_name,
             "trace": self.trace_method,
             "call_limit_s": self.call_s,
@@ -700,7 +720,13 @@ class Worker:
         self._end_session(warm=bool(request.get("warm", True)))
         self.reply(
             request,
-            {"type": "result", "stages": stages, "device": begun.get("device"), "trace": begun.get("trace")},
+            {
+                "type": "result",
+                "stages": stages,
+                "device": begun.get("device"),
+                "trace": begun.get("trace"),
+                "phases_s": begun.get("phases_s"),
+            },
         )
 
     def close(self) -> None:
