@@ -32,6 +32,17 @@ attempt("exec", lambda: os.execv("/bin/true", ["true"]))
 attempt("new session", os.setsid)
 attempt("signal the parent", lambda: os.kill(os.getppid(), 0))
 attempt("write a file", lambda: open("{path}", "w"))
+attempt("truncate a file opened to read", lambda: os.open("{kept}", os.O_RDONLY | os.O_TRUNC))
+attempt("create a file opened to read", lambda: os.open("{path}", os.O_RDONLY | os.O_CREAT))
+attempt("truncate by name", lambda: os.truncate("{kept}", 0))
+attempt("rename", lambda: os.rename("{kept}", "{path}"))
+attempt("replace a name", lambda: os.replace("{kept}", "{other}"))
+attempt("unlink", lambda: os.unlink("{other}"))
+attempt("hard link", lambda: os.link("{kept}", "{path}"))
+attempt("symbolic link", lambda: os.symlink("{kept}", "{path}"))
+attempt("make a folder", lambda: os.mkdir("{path}"))
+attempt("change a mode", lambda: os.chmod("{kept}", 0o777))
+attempt("write the parent's stdout through /proc", lambda: open("/proc/%d/fd/1" % os.getppid(), "w"))
 attempt("write /proc/self/mem", lambda: open("/proc/self/mem", "r+b"))
 attempt("socket", lambda: socket.socket())
 attempt("executable memory", lambda: mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_EXEC))
@@ -46,24 +57,40 @@ print(json.dumps(results))
 """
 
 
+FILE_DOORS = (
+    "write a file", "truncate a file opened to read", "create a file opened to read", "truncate by name",
+    "rename", "replace a name", "unlink", "hard link", "symbolic link", "make a folder", "change a mode",
+    "write the parent's stdout through /proc",
+)  # fmt: skip
+REPORT = "a tool's report\n"
+
+
 def probe(tmp_path, no_writes: bool) -> dict[str, str]:
-    code = textwrap.dedent(PROBE).format(no_writes=no_writes, path=tmp_path / "written")
+    kept, other = tmp_path / "report.log", tmp_path / "other.log"
+    kept.write_text(REPORT)
+    other.write_text(REPORT)
+    code = textwrap.dedent(PROBE).format(no_writes=no_writes, path=tmp_path / "written", kept=kept, other=other)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_the_runner_filters_close_every_door_and_leave_the_work_open(tmp_path) -> None:
+def test_every_candidate_process_has_every_door_closed_and_the_work_open(tmp_path) -> None:
+    """The runner and the processes a tool watches (ncu, memcheck) alike: no file written, truncated,
+    created, renamed or linked, so a report another process reads stays the tool's."""
     results = probe(tmp_path, no_writes=True)
-    for door in ("fork", "exec", "new session", "signal the parent", "write a file", "write /proc/self/mem",
-                 "socket", "executable memory"):  # fmt: skip
+    for door in ("fork", "exec", "new session", "signal the parent", "write /proc/self/mem", "socket",
+                 "executable memory", *FILE_DOORS):  # fmt: skip
         assert results[door] == "closed", (door, results)
     for work in ("read a file", "signal itself", "writable memory", "a thread"):
         assert results[work] == "open", (work, results)
-    assert not (tmp_path / "written").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.log", "report.log"]
+    assert (tmp_path / "report.log").read_text() == (tmp_path / "other.log").read_text() == REPORT
+    assert (tmp_path / "report.log").stat().st_mode & 0o777 != 0o777
 
 
-def test_a_tool_watched_process_keeps_its_files_but_not_the_other_doors(tmp_path) -> None:
+def test_the_triton_trace_keeps_its_files_but_not_the_other_doors(tmp_path) -> None:
+    """Triton's trace child writes its cache: its files stay open, the doors to other processes do not."""
     results = probe(tmp_path, no_writes=False)
     assert results["write a file"] == "open" and results["socket"] == "open"
     assert results["fork"] == results["exec"] == results["signal the parent"] == "closed"

@@ -112,6 +112,18 @@ PAYLOADS = {
         "fd = int(os.environ['PTXWB_CHILD_FDS'].split(',')[1])\n"
         "os.write(fd, b'{\"done\": true, \"changed\": [], \"trace\": {}}\\n')"
     ),
+    # Every tool report on the host (memcheck's beside the trials, ncu's spare), by name: emptied, removed,
+    # renamed; a kernel whose memcheck finding vanished would pass.
+    "hide_reports": (
+        "import glob, os\n"
+        "for log in glob.glob(os.path.join(os.environ.get('TMPDIR', '/tmp'), 'ptxwb-tool-*', '*.log')):\n"
+        "    for door in (lambda: os.truncate(log, 0), lambda: open(log, 'w').close(), lambda: os.unlink(log),\n"
+        "                 lambda: os.rename(log, log + '.gone')):\n"
+        "        try:\n"
+        "            door()\n"
+        "        except OSError:\n"
+        "            pass"
+    ),
     "escape": (
         "import os, signal\n"
         "for door in (lambda: os.kill(os.getppid(), signal.SIGSTOP), os.fork, os.setsid,\n"
@@ -124,6 +136,7 @@ PAYLOADS = {
     ),
 }
 WRONG = {"patch_comparison", "escape"}
+STRAY = {"hide_reports"}
 
 # name -> (parts it is composed of, workload M or None for the smallest, the stage that must fail, its
 # status, a check on that stage's message)
@@ -145,6 +158,7 @@ HOSTILES: dict[str, tuple[tuple[str, ...], int | None, str, str, Callable[[dict]
             "cupti_flush": ("correctness", "tampered", _message_has("marker")),
             "forge_reply": ("correctness", "tampered", _message_has("candidate wrote")),
             "escape": ("correctness", "incorrect_numerical", _message_has("trial 1")),
+            "hide_reports": ("correctness", "runtime_error", _message_has("memcheck", "past_the_end")),
         }.items()
     },
 }
@@ -196,7 +210,11 @@ def _sources() -> dict[str, str]:
         defines = {}
         if name.startswith("python_gemm:"):
             variant = name.split(":")[1]
-            defines = {"PAYLOAD": payload(PAYLOADS[variant]), "BIAS": "1" if variant in WRONG else "0"}
+            defines = {
+                "PAYLOAD": payload(PAYLOADS[variant]),
+                "BIAS": "1" if variant in WRONG else "0",
+                "STRAY": "1" if variant in STRAY else "0",
+            }
         sources[name] = compose(name, parts, defines)
     sources["content_cache"] = compose("content_cache", ("wgmma",))
     return sources

@@ -5,7 +5,10 @@ failing with EPERM (never killing: a broken harness must show up as an error, no
 - `DOORS`, installed before the candidate's library is loaded, so its constructors already run under it:
   no ptrace or process_vm_*, no exec, no new process (clone only as a thread), no signals to other
   processes, no leaving the process group, no new namespaces, no io_uring (it bypasses seccomp), no perf
-  or bpf; with `no_writes`, no opening a file for writing (so no /proc/self/mem) and no sockets.
+  or bpf; with `no_writes`, no opening a file for writing, creating or truncating it (so no /proc/self/mem,
+  and no other process's descriptors through /proc/PID/fd), no changing a name in the file system (rename,
+  link, unlink, mkdir, chmod...: a report file another process reads could otherwise be swapped for one
+  the candidate wrote into its own source) and no sockets.
 - `NO_NEW_CODE`, installed once the library is loaded: no mapping or protecting memory as executable,
   so code the candidate writes at run time can never run.
 
@@ -36,6 +39,11 @@ NR = {
     "pkey_mprotect": 329, "pidfd_send_signal": 424, "io_uring_setup": 425, "io_uring_enter": 426,
     "io_uring_register": 427, "pidfd_open": 434, "clone3": 435, "openat2": 437, "pidfd_getfd": 438,
     "process_madvise": 440,
+    "truncate": 76, "rename": 82, "mkdir": 83, "rmdir": 84, "link": 86, "unlink": 87, "symlink": 88,
+    "chmod": 90, "chown": 92, "lchown": 94, "utime": 132, "mknod": 133, "setxattr": 188, "lsetxattr": 189,
+    "removexattr": 197, "lremovexattr": 198, "utimes": 235, "mkdirat": 258, "mknodat": 259, "fchownat": 260,
+    "futimesat": 261, "unlinkat": 263, "renameat": 264, "linkat": 265, "symlinkat": 266, "fchmodat": 268,
+    "utimensat": 280, "renameat2": 316, "fchmodat2": 452,
 }  # fmt: skip
 ALWAYS_DENIED = (
     "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "execve", "execveat",
@@ -46,14 +54,21 @@ ALWAYS_DENIED = (
     "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "migrate_pages", "move_pages",
     "name_to_handle_at", "open_by_handle_at",
 )  # fmt: skip
-WRITE_DOORS = ("creat", "openat2", "socket", "socketpair", "memfd_create")
+WRITE_DOORS = (
+    "creat", "openat2", "socket", "socketpair", "memfd_create",
+    "truncate", "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "unlink",
+    "unlinkat", "rmdir", "mkdir", "mkdirat", "mknod", "mknodat", "chmod", "fchmodat", "fchmodat2", "chown",
+    "lchown", "fchownat", "utime", "utimes", "utimensat", "futimesat", "setxattr", "lsetxattr", "removexattr",
+    "lremovexattr",
+)  # fmt: skip
 CODE_DOORS = ("shmat", "remap_file_pages")
 
 AUDIT_ARCH_X86_64 = 0xC000003E
 X32_SYSCALL_BIT = 0x40000000
 CLONE_THREAD = 0x00010000
 PROT_EXEC = 0x4
-O_ACCMODE_WRITE = 0x3  # O_WRONLY | O_RDWR
+# O_WRONLY | O_RDWR | O_CREAT | O_TRUNC: O_TRUNC truncates even with O_RDONLY, O_CREAT makes a name.
+OPEN_WRITE_FLAGS = 0x3 | 0x40 | 0x200
 SECCOMP_SET_MODE_FILTER = 1
 SECCOMP_FILTER_FLAG_TSYNC = 1
 PR_SET_NO_NEW_PRIVS = 38
@@ -137,7 +152,7 @@ def doors_program(own_pid: int, no_writes: bool) -> bytes:
         for position in (1, 2):
             program.label(f"open_flags_{position}")
             program.op(LD_W_ABS, _arg_low(position))
-            program.op(JSET_K, O_ACCMODE_WRITE, "deny", "allow")
+            program.op(JSET_K, OPEN_WRITE_FLAGS, "deny", "allow")
     program.label("allow")
     program.op(RET_K, RET_ALLOW)
     program.label("enosys")
