@@ -221,6 +221,81 @@ def install(program: bytes) -> None:
         raise SandboxError(f"seccomp: {detail}")
 
 
+# Landlock (Linux 5.13+): file system access rules any process may put on itself, root included.
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+# WRITE_FILE, REMOVE_DIR, REMOVE_FILE and MAKE_{CHAR,DIR,REG,SOCK,FIFO,BLOCK,SYM} (ABI 1), REFER (ABI 2:
+# renames and links across folders), TRUNCATE (ABI 3).
+LANDLOCK_WRITES = {1: 0b1_1111_1111_0010, 2: 0b11_1111_1111_0010, 3: 0b111_1111_1111_0010}
+PR_SET_DUMPABLE = 8
+SYS_CAPSET = 126
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 where there is none (an old kernel, or Landlock off)."""
+    if not available():
+        return 0
+    result = _libc().syscall(ctypes.c_long(LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+                             ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))  # fmt: skip
+    return max(int(result), 0)
+
+
+def confine_writes(beneath: list[str]) -> None:
+    """From now on this process (and what it starts) writes, creates, removes, renames, links and
+    truncates files only beneath the folders in `beneath`; reading stays open. Irreversible."""
+    abi = landlock_abi()
+    if abi < 1:
+        raise SandboxError("this kernel has no Landlock (Linux 5.13 or later, with Landlock enabled)")
+    handled = LANDLOCK_WRITES[min(abi, 3)]
+    libc = _libc()
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise SandboxError(f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(ctypes.get_errno())}")
+    attr = struct.pack("<Q", handled)  # handled_access_fs only: networking and scopes are left alone
+    ruleset = libc.syscall(ctypes.c_long(LANDLOCK_CREATE_RULESET), ctypes.c_char_p(attr),
+                           ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))  # fmt: skip
+    if ruleset < 0:
+        raise SandboxError(f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
+    try:
+        for folder in beneath:
+            fd = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+            try:
+                rule = struct.pack("<Qi", handled, fd)  # struct landlock_path_beneath_attr is packed
+                if libc.syscall(ctypes.c_long(LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
+                                ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH), ctypes.c_char_p(rule),
+                                ctypes.c_uint32(0)) != 0:  # fmt: skip
+                    raise SandboxError(f"landlock_add_rule({folder}): {os.strerror(ctypes.get_errno())}")
+            finally:
+                os.close(fd)
+        if libc.syscall(ctypes.c_long(LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+            raise SandboxError(f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(ruleset)
+
+
+def drop_capabilities() -> None:
+    """No capability left in this process, so running as root reaches no more than a user does: the
+    descriptors and memory of processes that are not dumpable (the worker, the judge) stay out of reach."""
+    header = struct.pack("<Ii", LINUX_CAPABILITY_VERSION_3, 0)
+    data = bytes(24)  # two struct __user_cap_data_struct (effective, permitted, inheritable), all zero
+    if _libc().syscall(ctypes.c_long(SYS_CAPSET), ctypes.c_char_p(header), ctypes.c_char_p(data)) != 0:
+        raise SandboxError(f"capset: {os.strerror(ctypes.get_errno())}")
+
+
+def not_dumpable() -> None:
+    """Other processes of this user (a candidate's among them) can no longer open this process's
+    descriptors or memory through /proc; only a process holding CAP_SYS_PTRACE still could."""
+    if available() and _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise SandboxError(f"prctl(PR_SET_DUMPABLE): {os.strerror(ctypes.get_errno())}")
+
+
 def close_doors(no_writes: bool) -> None:
     install(doors_program(os.getpid(), no_writes))
 
