@@ -88,11 +88,12 @@ def main() -> None:
         log.write(text + "\n")
         log.flush()
 
-    sha = subprocess.run(
+    # A copy of the checkout on a GPU host may carry a stale .git: the caller can name the commit.
+    sha = os.environ.get("PTXWB_GIT_SHA") or subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, cwd=ROOT
-    )
+    ).stdout.strip()
     gpu = gpu_name()
-    say(f"# bench_h200_sweep: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, git {sha.stdout.strip() or '?'}, "
+    say(f"# bench_h200_sweep: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, git {sha or '?'}, "
         f"{gpu}")  # fmt: skip
     folders: list[str] = []
     evaluations = 0

@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import datetime
 import json
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -50,7 +51,8 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="fixit_gpu_"))
     work.mkdir(parents=True, exist_ok=True)
-    sha = subprocess.run(
+    # A copy of the checkout on a GPU host may carry a stale .git: the caller can name the commit.
+    sha = os.environ.get("PTXWB_GIT_SHA") or subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -21,7 +21,7 @@ from pathlib import Path
 from workbench.evaluate import sandbox
 from workbench.evaluate.profile import ncu_command
 
-VARIANTS = ("none", "seccomp_no_writes", "landlock", "landlock_no_caps", "landlock_no_caps_seccomp_writes")
+VARIANTS = ("none", "seccomp_no_writes", "landlock_lock_dev", "landlock_tmp_dev", "product")
 
 
 def lock_folders() -> list[str]:
@@ -38,14 +38,16 @@ def child(variant: str) -> None:
 
     x = torch.ones(512, 512, device="cuda", dtype=torch.bfloat16)
     torch.cuda.synchronize()
-    if variant.startswith("landlock"):
-        sandbox.confine_writes(lock_folders())
-    if "no_caps" in variant:
-        sandbox.drop_capabilities()
+    if variant == "landlock_lock_dev":
+        sandbox.confine_writes([*lock_folders(), "/dev"])
+    if variant == "landlock_tmp_dev":
+        sandbox.confine_writes(["/tmp", "/dev"])
     if variant == "seccomp_no_writes":
         sandbox.close_doors(no_writes=True)
-    if variant.endswith("seccomp_writes"):
-        sandbox.close_doors(no_writes=False)
+    if variant == "product":  # the profiled child's own doors, its TMPDIR a folder of its own
+        from workbench.evaluate.child import close_tool_doors
+
+        close_tool_doors("ncu")
     torch.cuda.profiler.start()
     (x @ x).sum().item()
     torch.cuda.synchronize()
@@ -84,7 +86,15 @@ def main() -> None:
         logdir = tempfile.mkdtemp(prefix="ncu-probe-")
         log = os.path.join(logdir, "ncu.log")
         command = ncu_command(ncu, log, "hopper", [sys.executable, __file__, "child", variant])
-        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
+        scratch = tempfile.mkdtemp(prefix="ncu-scratch-")
+        marker = Path(scratch) / "marker"
+        marker.touch()
+        env = {**os.environ, "TMPDIR": scratch} if variant == "product" else None
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120, env=env)
+        if variant == "none":  # where an unconfined profiled call wrote
+            found = subprocess.run(["find", "/tmp", "/dev/shm", "/root", "/var/tmp", "-newer", str(marker),
+                                    "-not", "-path", f"{logdir}*"], check=False, capture_output=True, text=True)
+            print("written during the unconfined run:", found.stdout.split()[:12])
         report = Path(log).read_text(errors="replace") if Path(log).exists() else ""
         errors = [line for line in (report + done.stdout + done.stderr).splitlines() if "ERROR" in line or "Error" in line]
         kernel = any("gemm" in line or "nvjet" in line or "Kernel" in line for line in report.splitlines()[1:])

@@ -4,14 +4,17 @@ signals to itself) still works."""
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from workbench.evaluate.sandbox import available, doors_program, no_new_code_program
+from workbench.evaluate.sandbox import available, doors_program, landlock_abi, no_new_code_program
 
 pytestmark = pytest.mark.skipif(not available(), reason="the sandbox is built for Linux on x86-64")
 
@@ -99,3 +102,58 @@ def test_the_triton_trace_keeps_its_files_but_not_the_other_doors(tmp_path) -> N
 def test_the_programs_are_whole_bpf_instructions() -> None:
     for program in (doors_program(1234, True), doors_program(1234, False), no_new_code_program()):
         assert len(program) % 8 == 0 and 0 < len(program) // 8 < 4096
+
+
+LANDLOCK_PROBE = """
+import os
+from workbench.evaluate.child import close_tool_doors
+close_tool_doors("ncu")
+results = {{}}
+def attempt(name, door):
+    try:
+        door()
+        results[name] = "open"
+    except OSError:
+        results[name] = "closed"
+attempt("write its temporary folder", lambda: open(os.path.join(os.environ["TMPDIR"], "scratch"), "w").write("x"))
+attempt("write the lock folder", lambda: open("/tmp/nvidia/ptxwb-test-{pid}", "w").close())
+attempt("write a file elsewhere", lambda: open("{path}", "w"))
+attempt("rename a report", lambda: os.rename("{kept}", "{path}"))
+attempt("truncate a report", lambda: os.truncate("{kept}", 0))
+attempt("write the worker's pipe through /proc", lambda: open("/proc/%d/fd/1" % os.getppid(), "w"))
+print(results)
+"""
+
+PARENT = """
+import subprocess, sys
+from workbench.evaluate import sandbox
+sandbox.not_dumpable()
+done = subprocess.run([sys.executable, "-c", sys.argv[1]], capture_output=True, text=True, check=False)
+sys.stdout.write(done.stdout)
+sys.stderr.write(done.stderr)
+sys.exit(done.returncode)
+"""
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
+def test_the_process_ncu_profiles_writes_only_its_scratch_the_lock_and_devices(tmp_path) -> None:
+    """Its writes confined by Landlock, its capabilities gone: a report stays the tool's, and the
+    non-dumpable worker's pipe cannot be opened through /proc."""
+    kept, scratch = tmp_path / "report.log", tmp_path / "scratch"
+    kept.write_text(REPORT)
+    scratch.mkdir()
+    code = textwrap.dedent(LANDLOCK_PROBE).format(path=tmp_path / "written", kept=kept, pid=os.getpid())
+    done = subprocess.run([sys.executable, "-c", PARENT, code], capture_output=True, text=True, timeout=60,
+                          check=False, env={**os.environ, "TMPDIR": str(scratch)})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    results = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert results == {
+        "write its temporary folder": "open",
+        "write the lock folder": "open",
+        "write a file elsewhere": "closed",
+        "rename a report": "closed",
+        "truncate a report": "closed",
+        "write the worker's pipe through /proc": "closed",
+    }, results
+    assert kept.read_text() == REPORT and not (tmp_path / "written").exists()
+    Path(f"/tmp/nvidia/ptxwb-test-{os.getpid()}").unlink()

@@ -90,6 +90,25 @@ def _close_tool_logs() -> None:
             os.close(fd)
 
 
+def close_tool_doors(tool: str) -> None:
+    """The doors of a process a tool watches, closed before the candidate loads. memcheck's library
+    needs no file: none is written, created or renamed. ncu's profiles the call through a lock file
+    under /tmp/nvidia, the device files and its temporary files, so that process may write there and
+    nowhere else (Landlock), and, without capabilities, not through /proc into the worker's or the
+    judge's pipes (they are not dumpable): the tool's report, the worker's replies and the code the next
+    candidate's processes import stay out of its reach."""
+    from workbench.evaluate import sandbox
+
+    if tool != "ncu":
+        sandbox.close_doors(no_writes=True)
+        return
+    lock = "/tmp/nvidia"
+    os.makedirs(lock, exist_ok=True)
+    sandbox.confine_writes([os.environ.get("TMPDIR", lock), lock, "/dev"])
+    sandbox.drop_capabilities()
+    sandbox.close_doors(no_writes=False)
+
+
 def once(workdir: str, parent: int) -> int:
     """One call of the candidate for a tool that watches this process (see `profiled_process.py`)."""
     import torch
@@ -97,6 +116,7 @@ def once(workdir: str, parent: int) -> int:
 
     from workbench.evaluate import sandbox
     from workbench.evaluate.inputs import make_inputs, make_outputs
+    from workbench.evaluate.isolation import TOOL_ENV
 
     folder = Path(workdir)
     _close_tool_logs()
@@ -111,10 +131,7 @@ def once(workdir: str, parent: int) -> int:
     outputs = make_outputs(spec)
     torch.cuda.synchronize()
     if sandbox.available():
-        # The tool's own library in this process set up its channels at CUDA's start; from here on no
-        # file is written or renamed: the tool's report, the worker's pipes (through /proc) and the code
-        # the next candidate's processes import are all out of reach.
-        sandbox.close_doors(no_writes=True)
+        close_tool_doors(os.environ.get(TOOL_ENV, ""))
     module = tvm_ffi.load_module(request["library"])
     if not wait_for(folder / "go", parent):
         return 3

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 FDS_ENV = "PTXWB_CHILD_FDS"
+TOOL_ENV = "PTXWB_TOOL"  # which tool watches a candidate's process: its doors differ (child.py)
 OUTPUT_CAP_BYTES = 64 * 1024
 
 # Lines that frame an error rather than say what it was (Python tracebacks, torch's CUDA advice).

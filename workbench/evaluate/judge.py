@@ -26,6 +26,7 @@ from typing import ClassVar
 
 import torch
 
+from workbench.evaluate import sandbox
 from workbench.evaluate.correctness import PASSED, bits, changed_inputs, compare_output, same_kind
 from workbench.evaluate.exchange import ExchangeError, Importer
 from workbench.evaluate.inputs import (
@@ -213,6 +214,7 @@ def _time_primary_baseline(spec: dict, device: str) -> float:
 
 def main() -> None:
     channel = ChildChannel()
+    sandbox.not_dumpable()  # the candidate's processes cannot open its pipes or memory through /proc
     device = os.environ.get("PTXWB_DEVICE", "cuda")
     if device != "cpu":
         torch.cuda.init()

@@ -162,6 +162,10 @@ class Runner:
         self.synchronize()
         sandboxed = sandbox.available()
         if sandboxed:
+            # Not dumpable and without capabilities: even as root, no candidate process reaches this
+            # one's pipes or memory through /proc; then the doors.
+            sandbox.not_dumpable()
+            sandbox.drop_capabilities()
             sandbox.close_doors(no_writes=True)
         else:
             notes.append("no seccomp sandbox on this platform (it is built for Linux on x86-64)")

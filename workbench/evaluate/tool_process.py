@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from workbench.evaluate.isolation import CappedOutput, kill_group
+from workbench.evaluate.isolation import TOOL_ENV, CappedOutput, kill_group
 from workbench.evaluate.profile import ncu_command
 
 SANITIZER_EXIT = 86  # compute-sanitizer's exit status when it found errors (--error-exitcode)
@@ -51,6 +51,7 @@ class ToolProcess:
     """A tool and the child it watches, in their own process group, spoken to through files."""
 
     LOG_NAME = "tool.log"
+    TOOL = "tool"
 
     def __init__(
         self,
@@ -61,6 +62,9 @@ class ToolProcess:
         """`command(app, log_file)` is the tool's command line around the child `app`."""
         self.workdir = Path(tempfile.mkdtemp(prefix="ptxwb-once-"))
         self.logdir = Path(tempfile.mkdtemp(prefix="ptxwb-tool-"))
+        # The tool's and the child's temporary files: the one folder besides the tool's lock and the
+        # device files where the child may still write once its doors are closed.
+        self.scratch = Path(tempfile.mkdtemp(prefix="ptxwb-scratch-"))
         app = [*child_argv, "once", str(self.workdir), str(os.getpid())]
         self.process = subprocess.Popen(
             command(app, str(self.log)),
@@ -68,7 +72,7 @@ class ToolProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, TOOL_ENV: self.TOOL, "TMPDIR": str(self.scratch), **(env or {})},
         )
         self.output = CappedOutput(self.process.stdout)
         self.submitted = False
@@ -116,14 +120,15 @@ class ToolProcess:
         if self.alive():
             kill_group(self.process)
         self.output.join(1.0)
-        shutil.rmtree(self.workdir, ignore_errors=True)
-        shutil.rmtree(self.logdir, ignore_errors=True)
+        for folder in (self.workdir, self.logdir, self.scratch):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class ProfiledProcess(ToolProcess):
     """Nsight Compute around the call, for the dynamic tier."""
 
     LOG_NAME = "ncu.log"
+    TOOL = "ncu"
 
     def __init__(self, ncu: str, target: str, child_argv: Sequence[str]) -> None:
         self.target = target
@@ -135,6 +140,7 @@ class SanitizedProcess(ToolProcess):
     is off in it, so every tensor is an allocation of its own and an access past its end is caught."""
 
     LOG_NAME = "sanitizer.log"
+    TOOL = "memcheck"
 
     def __init__(self, sanitizer: str, child_argv: Sequence[str]) -> None:
         super().__init__(

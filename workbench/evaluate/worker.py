@@ -41,6 +41,7 @@ import sys
 import time
 from pathlib import Path
 
+from workbench.evaluate import sandbox
 from workbench.evaluate.agreement import agreement
 from workbench.evaluate.isolation import Child, Reply, describe_exit, first_useful_line
 from workbench.evaluate.profile import dynamic_stage, parse_raw_csv
@@ -765,6 +766,8 @@ def remote_build(request: dict) -> dict:
 
 
 def main() -> None:
+    # A candidate's process may not open this one's pipes (its replies) or memory through /proc.
+    sandbox.not_dumpable()
     # Replies own the real stdout; anything else that writes to fd 1 (a library, a tool) goes to stderr.
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
