@@ -13,7 +13,8 @@ from pathlib import Path
 _PREFIX = re.compile(r"^=+\s?")
 _AT = re.compile(r"^\s*at\s+(?P<where>.+?)(?:\s+in\s+(?P<file>[^\s:]+):(?P<line>\d+))?\s*$")
 _THREAD = re.compile(r"by thread \((?P<thread>[\d, ]+)\) in block \((?P<block>[\d, ]+)\)")
-_ADDRESS = re.compile(r"(?:Access|Address)\s+(?:at\s+)?(?P<address>0x[0-9a-fA-F]+)(?P<rest>.*)")
+# "Address 0x.. is out of bounds", "Access at 0x..", "Access to 0x..": the wording varies by release.
+_ADDRESS = re.compile(r"(?:Access|Address)\b(?:\s+[a-z]+){0,3}?\s+(?P<address>0x[0-9a-fA-F]+)(?P<rest>.*)")
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+) error")
 _NOT_A_FAULT = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "Saved host backtrace", "Target application returned")
 
