@@ -11,6 +11,8 @@ Sweeps:
   warp-specialised persistent) and `broken` plays a compile error, a banned cuBLAS call, an mma.sync
   kernel (correct, but not Hopper's family), then the persistent kernel;
 - one per attention task (forward, backward, plain, causal): a compile error, then the reference.
+`--only NAME` runs one sweep; `--with-ray` runs each again on a local Ray cluster (`bench run --ray
+local`), each mode building into a cache of its own, and prints the two throughputs and their ratio.
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ def main() -> None:
     parser.add_argument(
         "--executor", default="local", help="`static` checks the specs and scripts without a GPU."
     )
+    parser.add_argument("--only", help="only the sweep of this name (gemm, or an attention task)")
+    parser.add_argument("--with-ray", action="store_true",
+                        help="each sweep also on a local Ray cluster (`pip install 'ptx-workbench[ray]'`)")  # fmt: skip
     args = parser.parse_args()
     out = Path(os.environ.get("OUT", "/tmp/h200_sweep"))
     specs: list[tuple[str, str]] = []
@@ -96,33 +101,45 @@ def main() -> None:
     say(f"# bench_h200_sweep: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, git {sha or '?'}, "
         f"{gpu}")  # fmt: skip
     folders: list[str] = []
-    evaluations = 0
-    began = time.monotonic()
+    # Without --with-ray each sweep runs once; with it, again on a local Ray cluster (one evaluation actor
+    # per GPU) into a folder of its own, and the two throughputs are compared side by side.
+    modes = [("", [])] + ([("_ray", ["--ray", "local"])] if args.with_ray else [])
+    totals = {suffix: [0, 0.0] for suffix, _ in modes}
     for name, text in specs:
+        if args.only and name != args.only:
+            continue
         path = out / "specs" / f"{name}.toml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        folder = out / "sweeps" / name
-        resume = ["--resume"] if (folder / "sweep.json").exists() else []
-        started = time.monotonic()
-        done = subprocess.run([*PTXWB, "bench", "run", str(path), "--out", str(folder), *resume],
-                              check=False, capture_output=True, text=True)  # fmt: skip
-        say(f"== {name}: exit {done.returncode} in {time.monotonic() - started:.0f} s")
-        say(
-            (done.stdout + done.stderr).strip().splitlines()[-1]
-            if (done.stdout + done.stderr).strip()
-            else ""
-        )
-        folders.append(str(folder))
-        evaluations += sum(
-            1
-            for s in folder.glob("sessions/*.jsonl")
-            for line in s.read_text().splitlines()
-            if '"type":"evaluation"' in line
-        )
-    hours = (time.monotonic() - began) / 3600
-    say(f"{evaluations} evaluations in {hours * 60:.1f} min on one GPU: {evaluations / hours:.0f} evaluations per GPU-hour "
-        "(builds included; a resumed sweep counts only what it ran now)")  # fmt: skip
+        for suffix, extra in modes:
+            folder = out / "sweeps" / f"{name}{suffix}"
+            resume = ["--resume"] if (folder / "sweep.json").exists() else []
+            # Compared side by side, each mode builds into a cache of its own: both start cold.
+            env = {**os.environ, "PTXWB_CACHE": str(out / f"cache{suffix}")} if args.with_ray else None
+            started = time.monotonic()
+            done = subprocess.run([*PTXWB, "bench", "run", str(path), "--out", str(folder), *resume, *extra],
+                                  check=False, capture_output=True, text=True, env=env)  # fmt: skip
+            seconds = time.monotonic() - started
+            said = (done.stdout + done.stderr).strip()
+            say(f"== {name}{suffix}: exit {done.returncode} in {seconds:.0f} s")
+            say(said.splitlines()[-1] if said else "")
+            folders.append(str(folder))
+            count = sum(
+                1
+                for s in folder.glob("sessions/*.jsonl")
+                for line in s.read_text().splitlines()
+                if '"type":"evaluation"' in line
+            )
+            totals[suffix][0] += count
+            totals[suffix][1] += seconds
+    for suffix, (evaluations, seconds) in totals.items():
+        hours = seconds / 3600
+        say(f"{'with Ray: ' if suffix else ''}{evaluations} evaluations in {hours * 60:.1f} min on one GPU: "
+            f"{evaluations / hours if hours else 0:.0f} evaluations per GPU-hour (builds included; a resumed "
+            "sweep counts only what it ran now)")  # fmt: skip
+    if args.with_ray and all(seconds for _, seconds in totals.values()):
+        plain, ray = (totals[suffix][0] / totals[suffix][1] for suffix in ("", "_ray"))
+        say(f"Ray's throughput over the plain sweep's: {ray / plain:.3f} (overhead {100 * (1 - ray / plain):.1f} %)")
     report = subprocess.run(
         [*PTXWB, "bench", "report", *folders, "--turns", "1,2,4", "--md", str(out / "report.md"),
          "--html", str(out / "report.html"), "--json", str(out / "cells.json"), "--title", "H200 sweep"],
