@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from workbench.evaluate.sandbox import available, doors_program, landlock_abi, no_new_code_program
+from workbench.evaluate.worker import profiling_refusal
 
 pytestmark = pytest.mark.skipif(not available(), reason="the sandbox is built for Linux on x86-64")
 
@@ -157,3 +158,11 @@ def test_the_process_ncu_profiles_writes_only_its_scratch_the_lock_and_devices(t
     }, results
     assert kept.read_text() == REPORT and not (tmp_path / "written").exists()
     Path(f"/tmp/nvidia/ptxwb-test-{os.getpid()}").unlink()
+
+
+def test_a_host_without_landlock_refuses_the_dynamic_tier_in_one_line() -> None:
+    refusal = profiling_refusal(sandboxed=True, landlock=0)
+    assert refusal is not None and "Landlock" in refusal and "\n" not in refusal
+    assert profiling_refusal(sandboxed=True, landlock=7) is None
+    # Where the sandbox itself cannot run (not Linux on x86-64) the runner's verdict says so already.
+    assert profiling_refusal(sandboxed=False, landlock=0) is None

@@ -120,6 +120,18 @@ def worker_argv() -> list[str]:
     return [sys.executable, "-m", "workbench.evaluate.worker"]
 
 
+def profiling_refusal(sandboxed: bool, landlock: int) -> str | None:
+    """Why this host's dynamic tier cannot be trusted, or None: where the sandbox runs, the process ncu
+    profiles may write only where Landlock lets it, and without Landlock it would write anywhere (the
+    tool's report among it)."""
+    if sandboxed and landlock < 1:
+        return (
+            "not run on this host: its kernel has no Landlock (Linux 5.13 or later, Landlock enabled), so "
+            "the files the profiled process may write cannot be confined and the profile would prove nothing"
+        )
+    return None
+
+
 def _failure(status: str, what: str, reply: Reply) -> dict:
     """A stage dict for a child that gave no reply: timed out, crashed, exited, or forged its reply."""
     if reply.forged:
@@ -210,7 +222,7 @@ class Session:
         worker = self.worker
         clock = _PhaseClock()
         self.runner = worker.take_runner(self.device)
-        if "dynamic" in self.stages and self.kernels and worker.ncu and self.device != "cpu":
+        if "dynamic" in self.stages and self.kernels and worker.can_profile and self.device != "cpu":
             # The profiled process loads the candidate and makes the timed workload's inputs meanwhile.
             self.profiler = worker.take_profiler(self.spec.get("target", ""))
             self.profiler.submit(self.library, self.spec)
@@ -509,6 +521,8 @@ class Session:
                 "message": "the candidate's module defines no kernel: none of its own instructions ran",
             }
         base["tool"] = f"ncu {self.worker.ncu_version()}"
+        if self.worker.profiling_refused is not None:
+            return {**base, "status": "infrastructure_error", "message": self.worker.profiling_refused}
         profiler = self.profiler
         assert profiler is not None
         profiler.go()
@@ -572,8 +586,13 @@ class Worker:
         self.target: str | None = None  # the last candidate's: the next is most likely the same
         self.device = "cuda"
         self.ncu = find_tool_path("ncu")
+        self.profiling_refused = profiling_refusal(sandbox.available(), sandbox.landlock_abi())
         self.sanitizer_tool = find_tool_path("compute-sanitizer")
         self._ncu_version: str | None = None
+
+    @property
+    def can_profile(self) -> bool:
+        return self.ncu is not None and self.profiling_refused is None
 
     def ncu_version(self) -> str:
         if self._ncu_version is None:
@@ -636,7 +655,7 @@ class Worker:
             self.spare = (device, Child(child_argv(), env={"PTXWB_DEVICE": device}))
         if device == "cpu":
             return
-        if self.spare_profiler is None and self.ncu and self.target:
+        if self.spare_profiler is None and self.can_profile and self.target:
             self.spare_profiler = ProfiledProcess(self.ncu, self.target, child_argv())
         if self.spare_sanitizer is None and self.sanitizer_tool:
             self.spare_sanitizer = SanitizedProcess(self.sanitizer_tool, child_argv())
