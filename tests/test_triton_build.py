@@ -21,6 +21,7 @@ pytest.importorskip("triton", reason="the Triton track needs the triton wheel (t
 
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult, Status
+from workbench.evaluate.sandbox import landlock_abi
 from workbench.evaluate.static_executor import StaticExecutor
 
 KERNELS = Path(__file__).parent / "data" / "triton"
@@ -205,29 +206,48 @@ def test_a_second_evaluation_is_a_cache_hit(results: dict[str, EvalResult], cach
     assert (again.stages.build.duration_s or 0) < 1.0
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="seccomp doors are Linux x86-64")
-def test_the_trace_runs_the_candidate_behind_closed_doors(tmp_path: Path) -> None:
-    """Past the ban, the candidate's code still cannot start a process (ptxas runs in the parent)."""
-    source = tmp_path / "kernel.py"
-    source.write_text("import subprocess\nsubprocess.run(['true'], check=True)\n")
-    out = tmp_path / "kernels"
+def traced(folder: Path, code: str) -> dict:
+    """The trace child's report for `code` as the candidate's file, past the ban, sandboxed and with
+    writes confined to `folder` (as the build gives it its own folder)."""
+    source = folder / "kernel.py"
+    source.write_text(code)
+    out = folder / "kernels"
     out.mkdir()
     spec = {"names": ["A"], "tensors": [{"name": "A", "shape": [4], "dtype": "bfloat16"}]}
-    request_file = tmp_path / "request.json"
+    request_file = folder / "request.json"
     request_file.write_text(
         json.dumps(
             {"source": str(source), "out": str(out), "arch": 90, "spec": spec, "device_name": "H200", "sms": 132,
-             "sandbox": True}
+             "sandbox": True, "writable": str(folder)}
         )
     )  # fmt: skip
     subprocess.run(
         [sys.executable, "-m", "workbench.evaluate.triton_trace", str(request_file)],
         check=True,
-        cwd=tmp_path,
+        cwd=folder,
         capture_output=True,
         timeout=120,
-        env={"TRITON_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"},
+        env={"TRITON_CACHE_DIR": str(folder / "cache"), "TMPDIR": str(folder), "PATH": "/usr/bin:/bin"},
     )
-    report = json.loads((out / "trace.json").read_text())
+    return json.loads((out / "trace.json").read_text())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp doors are Linux x86-64")
+def test_the_trace_runs_the_candidate_behind_closed_doors(tmp_path: Path) -> None:
+    """Past the ban, the candidate's code still cannot start a process (ptxas runs in the parent)."""
+    report = traced(tmp_path, "import subprocess\nsubprocess.run(['true'], check=True)\n")
     assert report["error"]["kind"] == "import"
     assert report["error"]["message"].startswith("PermissionError") and report["error"]["line"] == 2
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
+def test_the_trace_writes_nowhere_but_its_own_folder(tmp_path: Path) -> None:
+    """Past the ban, the candidate's code cannot write outside the build's folder: not another cache
+    entry, not the workbench's code."""
+    folder, outside = tmp_path / "build", tmp_path / "other-entry"
+    folder.mkdir()
+    outside.mkdir()
+    report = traced(folder, f"open({str(outside / 'planted')!r}, 'w').write('x')\n")
+    assert report["error"]["kind"] == "import"
+    assert report["error"]["message"].startswith("PermissionError") and report["error"]["line"] == 1
+    assert not (outside / "planted").exists()

@@ -185,6 +185,7 @@ def _child_env(work: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
     env["TRITON_CACHE_DIR"] = str(work / "triton-cache")
     env["TRITON_HOME"] = str(work)
+    env["TMPDIR"] = str(work)  # the only folder the traced child may write (Landlock, where there is one)
     return env
 
 
@@ -399,6 +400,7 @@ async def _build_in(
         "device_name": device.name,
         "sms": device.sms,
         "sandbox": True,
+        "writable": str(work),
     }
     (work / "request.json").write_text(json.dumps(request))
     command = [sys.executable, "-m", "workbench.evaluate.triton_trace", str(work / "request.json")]

@@ -259,7 +259,11 @@ def trace(request: dict) -> dict:
     knobs.runtime.add_stages_inspection_hook = _without_cubin
     warnings.simplefilter("ignore")
     if request.get("sandbox") and sandbox.available():
-        sandbox.close_doors(no_writes=False)  # Triton writes its cache; nothing may exec or fork
+        if request.get("writable") and sandbox.landlock_abi() >= 1:
+            # Triton writes its cache, in this build's own folder: nothing outside it (the build cache's
+            # other entries, the workbench's code) can be written from here.
+            sandbox.confine_writes([request["writable"]])
+        sandbox.close_doors(no_writes=False)  # nothing may exec or fork
     launches = Launches(candidate)
     report: dict = {"kernels": [], "torch_ops": [], "findings": [], "error": None}
     work = TorchWork(candidate)
