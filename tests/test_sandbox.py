@@ -19,19 +19,22 @@ from workbench.evaluate.worker import profiling_refusal
 
 pytestmark = pytest.mark.skipif(not available(), reason="the sandbox is built for Linux on x86-64")
 
-PROBE = """
-import json, mmap, os, signal, socket, threading
-from workbench.evaluate import sandbox
-sandbox.close_doors(no_writes={no_writes})
-sandbox.forbid_new_code()
-results = {{}}
+# Each door tried in the probed process: "open" when the call worked, "closed" when it failed.
+ATTEMPT = """results = {}
 def attempt(name, door):
     try:
         door()
         results[name] = "open"
     except OSError:
         results[name] = "closed"
-attempt("fork", os.fork)
+"""
+
+PROBE = """
+import json, mmap, os, signal, socket, threading
+from workbench.evaluate import sandbox
+sandbox.close_doors(no_writes={no_writes})
+sandbox.forbid_new_code()
+{attempt}attempt("fork", os.fork)
 attempt("exec", lambda: os.execv("/bin/true", ["true"]))
 attempt("new session", os.setsid)
 attempt("signal the parent", lambda: os.kill(os.getppid(), 0))
@@ -73,7 +76,9 @@ def probe(tmp_path, no_writes: bool) -> dict[str, str]:
     kept, other = tmp_path / "report.log", tmp_path / "other.log"
     kept.write_text(REPORT)
     other.write_text(REPORT)
-    code = textwrap.dedent(PROBE).format(no_writes=no_writes, path=tmp_path / "written", kept=kept, other=other)
+    code = textwrap.dedent(PROBE).format(
+        no_writes=no_writes, path=tmp_path / "written", kept=kept, other=other, attempt=ATTEMPT
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -109,14 +114,7 @@ LANDLOCK_PROBE = """
 import os
 from workbench.evaluate.child import close_tool_doors
 close_tool_doors("ncu")
-results = {{}}
-def attempt(name, door):
-    try:
-        door()
-        results[name] = "open"
-    except OSError:
-        results[name] = "closed"
-attempt("write its temporary folder", lambda: open(os.path.join(os.environ["TMPDIR"], "scratch"), "w").write("x"))
+{attempt}attempt("write its temporary folder", lambda: open(os.path.join(os.environ["TMPDIR"], "scratch"), "w").write("x"))
 attempt("write the lock folder", lambda: open("/tmp/nvidia/ptxwb-test-{pid}", "w").close())
 attempt("write a file elsewhere", lambda: open("{path}", "w"))
 attempt("rename a report", lambda: os.rename("{kept}", "{path}"))
@@ -143,7 +141,9 @@ def test_the_process_ncu_profiles_writes_only_its_scratch_the_lock_and_devices(t
     kept, scratch = tmp_path / "report.log", tmp_path / "scratch"
     kept.write_text(REPORT)
     scratch.mkdir()
-    code = textwrap.dedent(LANDLOCK_PROBE).format(path=tmp_path / "written", kept=kept, pid=os.getpid())
+    code = textwrap.dedent(LANDLOCK_PROBE).format(
+        path=tmp_path / "written", kept=kept, pid=os.getpid(), attempt=ATTEMPT
+    )
     done = subprocess.run([sys.executable, "-c", PARENT, code], capture_output=True, text=True, timeout=60,
                           check=False, env={**os.environ, "TMPDIR": str(scratch)})  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -198,16 +198,26 @@ def available() -> bool:
     return platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
 
 
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def _no_new_privileges(libc: ctypes.CDLL) -> None:
+    """Required before an unprivileged process may install seccomp filters or Landlock rules."""
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise SandboxError(f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(ctypes.get_errno())}")
+
+
 def install(program: bytes) -> None:
     """Install `program` on every thread of this process; irreversible."""
     if not available():
         raise SandboxError(f"seccomp filters are built for Linux on x86-64, not {platform.machine()}")
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise SandboxError(f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(ctypes.get_errno())}")
+    libc = _libc()
+    _no_new_privileges(libc)
     buffer = ctypes.create_string_buffer(program)
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-    libc.syscall.restype = ctypes.c_long
     result = libc.syscall(
         ctypes.c_long(SYS_SECCOMP),
         ctypes.c_long(SECCOMP_SET_MODE_FILTER),
@@ -233,12 +243,6 @@ SYS_CAPSET = 126
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return libc
-
-
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version; 0 where there is none (an old kernel, or Landlock off)."""
     if not available():
@@ -256,8 +260,7 @@ def confine_writes(beneath: list[str]) -> None:
         raise SandboxError("this kernel has no Landlock (Linux 5.13 or later, with Landlock enabled)")
     handled = LANDLOCK_WRITES[min(abi, 3)]
     libc = _libc()
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise SandboxError(f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(ctypes.get_errno())}")
+    _no_new_privileges(libc)
     attr = struct.pack("<Q", handled)  # handled_access_fs only: networking and scopes are left alone
     ruleset = libc.syscall(ctypes.c_long(LANDLOCK_CREATE_RULESET), ctypes.c_char_p(attr),
                            ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))  # fmt: skip
