@@ -38,8 +38,8 @@ DROPPED = ("ray/jars/", "ray/dashboard/client/", "ray/rllib/", "ray/serve/", "ra
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
 
 
-def locked(name: str) -> str:
-    text = (ROOT / "requirements" / "dev.lock").read_text()
+def locked(name: str, text: str) -> str:
+    """`name==VERSION` as the lock `text` pins it."""
     found = re.search(rf"^{re.escape(name)}==([^\s\\]+)", text, re.MULTILINE)
     if found is None:
         raise SystemExit(f"{name} is not in requirements/dev.lock")
@@ -119,7 +119,8 @@ def main() -> None:
         with tarfile.open(packed, "w:xz", preset=6) as archive:
             for entry in sorted(tree.iterdir()):
                 archive.add(entry, arcname=entry.name)
-        download([locked(name) for name in REQUIREMENTS], args.out, "3.12")
+        lock = (ROOT / "requirements" / "dev.lock").read_text()
+        download([locked(name, lock) for name in REQUIREMENTS], args.out, "3.12")
     total = sum(f.stat().st_size for f in args.out.iterdir())
     print(f"{packed}: {packed.stat().st_size / 1e6:.1f} MB; {args.out} in all {total / 2**20:.1f} MiB")
 
