@@ -129,3 +129,20 @@ def test_python_inside_the_candidate_process_cannot_rewrite_its_verdict(
     assert not Path("/tmp/ptxwb-escape").exists()
     # The worker lives on and judges the next candidate.
     assert stages_of(worker, libraries)["correctness"]["status"] == "passed"
+
+
+def test_the_next_runner_starts_while_the_dynamic_tier_runs_not_after_the_verdict(libraries) -> None:
+    # warm=False: nothing is started when the candidate ends, so a spare alive now was started during
+    # the dynamic stage, once this candidate's runner had done its last call.
+    worker = CpuWorker()
+    try:
+        library = build_cpu({}, libraries)
+        reply = worker.evaluate(library, stages=("correctness", "timing", "dynamic"), warm=False)
+        assert reply["stages"]["dynamic"]["status"] == "not_run"
+        spare = worker.worker.spare
+        assert spare is not None and spare[0] == "cpu" and spare[1].alive()
+        again = worker.evaluate(library, stages=("correctness",), warm=False)
+        assert again["stages"]["correctness"]["status"] == "passed"
+        assert worker.worker.spare is None  # the second candidate took it
+    finally:
+        worker.close()

@@ -341,6 +341,9 @@ class Session:
         elif name == "timing":
             result = self._timing(int(request.get("warmup", 10)), int(request.get("iterations", 50)))
         elif name == "dynamic":
+            # The runner is done with; the next candidate's runner and memcheck run start now, while ncu
+            # replays this one's kernels (their counts, not their times, are what it reads), not after.
+            self.worker.warm_spare(self.device, profiler=False)
             result = self._dynamic()
         else:
             result = {"status": "infrastructure_error", "message": f"unknown stage {name!r}"}
@@ -648,14 +651,15 @@ class Worker:
         assert self.sanitizer_tool is not None
         return sanitizer or SanitizedProcess(self.sanitizer_tool, child_argv())
 
-    def warm_spare(self, device: str) -> None:
-        """Start the next candidate's processes now, between candidates, so their start-up is off the
-        clock: its runner, its ncu run for the last target, its memcheck run."""
+    def warm_spare(self, device: str, profiler: bool = True) -> None:
+        """Start the next candidate's processes now, so their start-up is off the clock: its runner, its
+        ncu run for the last target (unless `profiler` is False: this candidate's is still running), its
+        memcheck run."""
         if self.spare is None:
             self.spare = (device, Child(child_argv(), env={"PTXWB_DEVICE": device}))
         if device == "cpu":
             return
-        if self.spare_profiler is None and self.can_profile and self.target:
+        if profiler and self.spare_profiler is None and self.can_profile and self.target:
             self.spare_profiler = ProfiledProcess(self.ncu, self.target, child_argv())
         if self.spare_sanitizer is None and self.sanitizer_tool:
             self.spare_sanitizer = SanitizedProcess(self.sanitizer_tool, child_argv())
