@@ -50,7 +50,7 @@ def test_eval_takes_a_py_file_as_triton(cache: Path) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ["eval", str(KERNEL), "--task", GEMM, "--executor", "local"],
+        ["eval", str(KERNEL), "--task", GEMM, "--executor", "ssh://h"],
         ["eval", str(KERNEL), "--task", GEMM, "--language", "fortran"],
         [
             "run",
@@ -63,9 +63,9 @@ def test_eval_takes_a_py_file_as_triton(cache: Path) -> None:
             "--executor",
             "ssh://h",
         ],
-        ["author", str(KERNEL), "--task", GEMM, "--executor", "local"],
+        ["author", str(KERNEL), "--task", GEMM, "--executor", "ssh://h"],
     ],
-    ids=["eval-gpu", "eval-language", "run-gpu", "author-gpu"],
+    ids=["eval-ssh", "eval-language", "run-ssh", "author-ssh"],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], cache: Path) -> None:
     done = ptxwb(*args, cache=cache)
@@ -81,10 +81,11 @@ def spec_text(executor: str = "static") -> str:
     )
 
 
-def test_a_triton_sweep_needs_the_static_executor(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="a triton sweep runs on the static executor only"):
-        parse_spec(spec_text("local"), "spec.toml", tmp_path)
+def test_a_triton_sweep_runs_where_triton_builds(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="a triton sweep runs on the static or local executor"):
+        parse_spec(spec_text("ssh://gpu-host"), "spec.toml", tmp_path)
     assert parse_spec(spec_text(), "spec.toml", tmp_path).language == "triton"
+    assert parse_spec(spec_text("local"), "spec.toml", tmp_path).executors == ["local"]
     cuda = spec_text().replace('language = "triton"\n', "")
     assert parse_spec(cuda, "spec.toml", tmp_path).language == "cuda"
 

@@ -99,9 +99,9 @@ class SweepSpec(_Strict):
 
     @model_validator(mode="after")
     def _language_executor(self) -> SweepSpec:
-        if self.language == "triton" and self.executors != ["static"]:
+        if self.language == "triton" and any(e.startswith("ssh://") for e in self.executors):
             raise ValueError(
-                "a triton sweep runs on the static executor only (the GPU tiers do not load Triton yet)"
+                "a triton sweep runs on the static or local executor (Triton builds where it judges), not over ssh"
             )
         return self
 

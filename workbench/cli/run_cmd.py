@@ -196,7 +196,7 @@ def run(
     context: Annotated[ContextPolicy, typer.Option("--context", help="full or latest-pair.")] = "full",
     language: Annotated[
         Language,
-        typer.Option("--language", help="cuda (.cu kernels) or triton (kernel.py, static executor)."),
+        typer.Option("--language", help="cuda (.cu kernels) or triton (kernel.py; static or local executor)."),
     ] = "cuda",
     target_speedup: Annotated[
         float, typer.Option("--target-speedup", help="Stop early at this speedup.")

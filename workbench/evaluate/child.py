@@ -9,7 +9,7 @@ a CUDA fault, a trap, a hang, exit(), a flood on stdout — ends this process on
 candidate: it waits for the candidate in DIR, makes the inputs of the requested workload, waits for the
 go file, then calls the candidate once (between cudaProfilerStart and cudaProfilerStop) and exits.
 
-Standard library, torch, tvm_ffi and (optionally) cupti-python only.
+Standard library, torch, tvm_ffi and (optionally) cupti-python and, for a Triton candidate, triton only.
 """
 
 from __future__ import annotations
@@ -129,12 +129,20 @@ def once(workdir: str, parent: int) -> int:
     spec = request["spec"]
     inputs = make_inputs(spec, int(spec["seed"]))
     outputs = make_outputs(spec)
+    opened = None
+    if spec.get("triton_entry"):
+        from workbench.evaluate import triton_runtime
+
+        major, minor = torch.cuda.get_device_capability()
+        opened = triton_runtime.open_candidate(Path(spec["triton_entry"]), major * 10 + minor)
     torch.cuda.synchronize()
     if sandbox.available():
         close_tool_doors(os.environ.get(TOOL_ENV, ""))
-    module = tvm_ffi.load_module(request["library"])
+    module = opened.module() if opened is not None else tvm_ffi.load_module(request["library"])
     if not wait_for(folder / "go", parent):
         return 3
+    if opened is not None:
+        opened.seed(json.loads((folder / "go").read_text() or "{}").get("autotuned") or {})
     torch.cuda.profiler.start()
     module.run(*inputs, *outputs)
     torch.cuda.synchronize()

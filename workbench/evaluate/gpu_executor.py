@@ -11,6 +11,7 @@ reached is an `infrastructure_error` verdict.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from pathlib import Path
 
@@ -31,6 +32,9 @@ from workbench.evaluate.result import (
     TimingStage,
 )
 from workbench.evaluate.sass import static_stage
+from workbench.evaluate.triton_build import SOURCE_NAME as TRITON_SOURCE
+from workbench.evaluate.triton_build import build_triton
+from workbench.evaluate.triton_runtime import RuntimeRefused, own_kernels
 from workbench.evaluate.worker import module_kernels
 from workbench.evaluate.worker_client import WorkerClient, WorkerError
 from workbench.tasks import get_target, resolve_task
@@ -40,6 +44,31 @@ STAGE_MODELS: dict[str, type[StageBase]] = {
     "timing": TimingStage,
     "dynamic": DynamicStage,
 }
+
+
+async def _triton_runtime(build: BuildStage, timeout_s: float) -> tuple[Path, list[str]] | str:
+    """The Triton runtime cache of a built candidate (`triton_runtime`) and its kernels' names, or why
+    there is none (an infrastructure error: the build passed)."""
+    if build.cubin_path is None:
+        return "the Triton build left no kernels"
+    entry = Path(build.cubin_path).parent
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "workbench.evaluate.triton_runtime", str(entry),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), timeout=timeout_s)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        return f"preparing Triton's runtime cache took over {timeout_s:g} s"
+    if process.returncode != 0:
+        lines = output.decode(errors="replace").strip().splitlines()
+        return f"preparing Triton's runtime cache failed: {lines[-1] if lines else f'exit {process.returncode}'}"
+    try:
+        return entry, own_kernels(entry)
+    except (OSError, ValueError, RuntimeRefused) as exc:
+        return f"the Triton trace cannot be read: {exc}"
 
 
 class GpuExecutor:
@@ -73,6 +102,10 @@ class GpuExecutor:
             )
 
         async def build_step(_: EvalResult) -> StageBase:
+            if request.language == "triton":
+                return await build_triton(
+                    request.source, task, workload, target, request.compile_timeout_s, self.cache_dir
+                )
             if not self.remote_build:
                 built = await build(request.source, target, request.compile_timeout_s, self.cache_dir)
                 return abi_checked(built, request.source, task.definition)
@@ -95,12 +128,23 @@ class GpuExecutor:
                 return StaticStage.model_validate(state["remote_static"])
             stage = await static_stage(so_far.stages.build, target)
             library = so_far.stages.build.library_path
-            if library:
+            if request.language == "triton":
+                state["triton"] = await _triton_runtime(so_far.stages.build, request.compile_timeout_s)
+            elif library:
                 state["kernels"] = await asyncio.to_thread(module_kernels, library, stage.sass_path)
             return stage
 
         async def begin() -> dict:
+            if "begun" not in state and isinstance(state.get("triton"), str):
+                state["refused"] = state["triton"]
+                return {"ok": False}
             if "begun" not in state:
+                spec = gpu_spec(task, workload, target)
+                library = result.stages.build.library_path
+                if request.language == "triton":
+                    entry, state["kernels"] = state["triton"]
+                    spec["triton_entry"] = str(entry)
+                    library = str(entry / TRITON_SOURCE)
                 timeouts: dict[str, float] = {"dynamic_s": request.profile_timeout_s}
                 if request.call_timeout_s is not None:
                     timeouts["call_s"] = request.call_timeout_s
@@ -108,9 +152,9 @@ class GpuExecutor:
                 state["begun"] = await self.client.request(
                     {
                         "op": "begin",
-                        "library": result.stages.build.library_path,
+                        "library": library,
                         "kernels": state.get("kernels"),
-                        "spec": gpu_spec(task, workload, target),
+                        "spec": spec,
                         "stages": list(STAGE_MODELS),
                         "timeouts": timeouts,
                         "sanitize": request.sanitize,
@@ -127,6 +171,8 @@ class GpuExecutor:
                 model = STAGE_MODELS[name]
                 try:
                     await begin()
+                    if "refused" in state:
+                        return model(status=Status.infrastructure_error, message=state["refused"])
                     reply = await self.client.request(
                         {
                             "op": "stage",

@@ -42,10 +42,11 @@ class EvalRequest(BaseModel):
 
 
 def require_executor_for(language: Language, executor: str) -> None:
-    """A Triton candidate is judged by the static executor only: the GPU runner does not load Triton yet."""
-    if language == "triton" and executor != "static":
+    """A Triton candidate is built where it is judged: on this machine (`static`, `local`), not over ssh."""
+    if language == "triton" and executor.startswith("ssh://"):
         raise UserError(
-            f"--language triton runs on the static executor only (build and static tier, no GPU), not {executor!r}"
+            f"--language triton runs on the static or local executor (builds happen where Triton judges "
+            f"them), not {executor!r}"
         )
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib  # noqa: F401
 import json  # noqa: F401
 import secrets  # noqa: F401
+from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -62,6 +63,15 @@ LIBRARY_MODULES = (
     "torch.cuda",
     "torch.cuda.streams",
     "cupti.cupti",
+)
+# For a Triton candidate, also the launch path its calls go through.
+TRITON_MODULES = (
+    "triton.runtime.jit",
+    "triton.runtime.autotuner",
+    "triton.runtime.build",
+    "triton.runtime.cache",
+    "triton.compiler.compiler",
+    "triton.backends.nvidia.driver",
 )
 
 
@@ -108,6 +118,8 @@ class Runner:
         self.sets: dict[str, TensorSet] = {}
         self.baselines: list[Baseline] = []
         self.run = None
+        self.triton = None  # triton_runtime.Opened, for a Triton candidate
+        self.library_modules = LIBRARY_MODULES
         self.prints: dict[str, str] = {}
         self.library_prints: dict[str, str] = {}
 
@@ -118,6 +130,11 @@ class Runner:
     def _extra(self) -> dict[str, object]:
         """What the fingerprint covers beyond the harness modules: the objects this runner holds."""
         extra: dict[str, object] = {"run": self.run, "channel.write": self.channel.write}
+        if self.triton is not None:
+            from triton import knobs
+
+            # The read-only cache is what keeps unjudged code from compiling: it must stay in place.
+            extra["triton.cache"] = knobs.cache.manager_class
         if isinstance(self.trace, KernelTrace):
             extra.update(
                 requested=self.trace.callbacks[0],
@@ -132,7 +149,7 @@ class Runner:
             return changes(self.prints, fingerprint(HARNESS_MODULES, self._extra()))
         return changes(
             {**self.prints, **self.library_prints},
-            {**fingerprint(HARNESS_MODULES, self._extra()), **fingerprint(LIBRARY_MODULES)},
+            {**fingerprint(HARNESS_MODULES, self._extra()), **fingerprint(self.library_modules)},
         )
 
     # ------------------------------------------------------------------ requests
@@ -159,6 +176,12 @@ class Runner:
         self.marker = torch.zeros(1, dtype=torch.int32, device=self.device)
         self.marker.add_(1)
         self.exporter.warm()
+        if spec.get("triton_entry"):
+            from workbench.evaluate import triton_runtime
+
+            major, minor = torch.cuda.get_device_capability()
+            self.triton = triton_runtime.open_candidate(Path(spec["triton_entry"]), major * 10 + minor)
+            self.library_modules = LIBRARY_MODULES + TRITON_MODULES
         self.synchronize()
         sandboxed = sandbox.available()
         if sandboxed:
@@ -169,17 +192,28 @@ class Runner:
             sandbox.close_doors(no_writes=True)
         else:
             notes.append("no seccomp sandbox on this platform (it is built for Linux on x86-64)")
-        self.module = tvm_ffi.load_module(request["library"])
+        if self.triton is not None:
+            self.module = self.triton.module()
+        else:
+            self.module = tvm_ffi.load_module(request["library"])
         self.run = self.module.run
         if sandboxed:
             sandbox.forbid_new_code()
+        autotuned = None
+        if self.triton is not None:
+            # Triton's first call finds its kernels and launchers and autotunes: off the record, on the
+            # fresh set (every trial refills its set first).
+            self.run(*self.sets["fresh"].arguments())
+            self.synchronize()
+            autotuned = self.triton.autotuned()
         self.prints = fingerprint(HARNESS_MODULES, self._extra())
-        self.library_prints = fingerprint(LIBRARY_MODULES)
+        self.library_prints = fingerprint(self.library_modules)
         return {
             "ok": True,
             "exports": {name: tensors.exports for name, tensors in self.sets.items()},
             "sandbox": sandboxed,
             "notes": notes,
+            "autotuned": autotuned,
         }
 
     def prepare(self, request: dict) -> dict:

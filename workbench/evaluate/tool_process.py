@@ -91,8 +91,11 @@ class ToolProcess:
         partial.rename(self.workdir / "request.json")
         self.submitted = True
 
-    def go(self) -> None:
-        (self.workdir / "go").touch()
+    def go(self, autotuned: dict | None = None) -> None:
+        """The call may start; for a Triton candidate, with the configs the runner's autotuners chose."""
+        partial = self.workdir / "go.partial"
+        partial.write_text(json.dumps({"autotuned": autotuned}) if autotuned else "")
+        partial.rename(self.workdir / "go")
 
     def wait(self, timeout_s: float) -> bool:
         """True when the process ended within `timeout_s`; else its group is killed and False."""

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from workbench.evaluate.ban import BanFinding
 from workbench.evaluate.build import cache_root, first_errors, parse_ptxas, warning_summary
+from workbench.evaluate.gpu_spec import smallest_workload
 from workbench.evaluate.isolation import signal_group
 from workbench.evaluate.result import BuildStage, KernelResources, Status
 from workbench.evaluate.sass import SASS_NAME, disassemble
@@ -45,7 +46,7 @@ from workbench.evaluate.triton_ban import scan
 from workbench.tasks import Target, Task, Workload
 from workbench.tasks.devices import DEVICES
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: the trace keeps what the GPU runtime cache is made of, at both workloads
 SOURCE_NAME = "kernel.py"
 PTX_NAME = "kernel.ptx"
 CUBIN_NAME = "kernel.cubin"
@@ -83,8 +84,7 @@ def arch_of(target: Target) -> int:
     return int(target.sm.removeprefix("sm_").rstrip("a"))
 
 
-def trace_spec(task: Task, workload: Workload) -> dict:
-    """What `run` is called with: the inputs then the outputs, shapes and dtypes (scalars by value)."""
+def _call_tensors(task: Task, workload: Workload) -> list[dict]:
     definition = task.definition
     tensors: list[dict] = []
     for group in ("inputs", "outputs"):
@@ -96,7 +96,19 @@ def trace_spec(task: Task, workload: Workload) -> dict:
                 tensors.append({"name": name, "value": value})
             else:
                 tensors.append({"name": name, "shape": shapes[name], "dtype": spec.dtype})
-    return {"names": [t["name"] for t in tensors], "tensors": tensors}
+    return tensors
+
+
+def trace_spec(task: Task, workload: Workload) -> dict:
+    """What `run` is called with: the inputs then the outputs, shapes and dtypes (scalars by value), at
+    the workload the GPU tiers time and at the smallest one, where memcheck's call runs: on a GPU only
+    kernels the build compiled may run (`triton_runtime`), so both are traced, compiled and judged."""
+    tensors = _call_tensors(task, workload)
+    calls = [tensors]
+    smallest = smallest_workload(task)
+    if smallest.uuid != workload.uuid:
+        calls.append(_call_tensors(task, smallest))
+    return {"names": [t["name"] for t in tensors], "tensors": tensors, "calls": calls}
 
 
 def build_key(source: str, spec: dict, target: Target, toolchain: TritonToolchain) -> str:

@@ -217,9 +217,20 @@ class Launches:
             grid = grid(dict(bound.arguments)) if callable(grid) else grid
         grid = [int(g) for g in grid] if isinstance(grid, (tuple, list)) else None
         meta = kernel.metadata
+        metadata_json = next(
+            Path(path).read_text() for file, path in kernel.metadata_group.items() if file.endswith(".json")
+        )
         return {
             "name": name,
             "entry": kernel.name,
+            # What the GPU host's runtime cache is made of (`triton_runtime`): the compile's key and
+            # metadata, and what the launcher's C glue is generated from.
+            "hash": kernel.hash,
+            "metadata_json": metadata_json,
+            "launcher": {
+                "signature": list(kernel.src.signature.values()),
+                "tensordesc_meta": getattr(meta, "tensordesc_meta", None),
+            },
             "constexprs": constexprs,
             "num_warps": meta.num_warps,
             "num_stages": meta.num_stages,
@@ -283,9 +294,10 @@ def trace(request: dict) -> dict:
                 }
                 return report
             launches.watch(module)
-            arguments = _arguments(request["spec"])
+            spec = request["spec"]
             try:
-                module.run(*arguments)
+                for tensors in spec.get("calls") or [spec["tensors"]]:
+                    module.run(*_arguments(tensors))
             except Exception as exc:  # noqa: BLE001 - the candidate's own failure is the report
                 if launches.failed is not None:
                     report["error"] = _compile_error(exc, launches.failed, candidate)
@@ -313,10 +325,10 @@ def _without_cubin(backend: object, stages: dict, options: object, language: obj
     stages["cubin"] = lambda src, metadata: b""
 
 
-def _arguments(spec: dict) -> list[object]:
+def _arguments(tensors: list[dict]) -> list[object]:
     """The inputs then the outputs in definition order: meta tensors, scalars as the workload gives them."""
     values: list[object] = []
-    for item in spec["tensors"]:
+    for item in tensors:
         if "value" in item:
             values.append(item["value"])
         else:

@@ -197,11 +197,13 @@ class Session:
         self.profiler: ProfiledProcess | None = None
         self.sanitizer: SanitizedProcess | None = None
         self.timed_calls: list[list] | None = None
+        self.autotuned: dict | None = None  # a Triton candidate's autotuners' choices, for the tools
         self.source = self._source()
 
     def _source(self) -> str | None:
         """The candidate's source beside its library in the build cache, to quote its faulting line."""
-        path = Path(self.library).with_name("kernel.cu")
+        library = Path(self.library)
+        path = library if library.suffix == ".py" else library.with_name("kernel.cu")
         try:
             return path.read_text(errors="replace")
         except OSError:
@@ -275,6 +277,7 @@ class Session:
         else:
             self.exports = loaded.data["exports"]
             self.notes += loaded.data.get("notes") or []
+            self.autotuned = loaded.data.get("autotuned")
         clock.mark("load")
         return {
             "ok": self.failed is None,
@@ -359,7 +362,7 @@ class Session:
             "trials": [],
         }
         if self.sanitizer is not None:
-            self.sanitizer.go()  # memcheck's call runs beside the trials
+            self.sanitizer.go(self.autotuned)  # memcheck's call runs beside the trials
         base_seed = int(self.spec["seed"])
         worst_abs = worst_rel = 0.0
         try:
@@ -423,7 +426,7 @@ class Session:
         ):
             tool = self.sanitizer = self.worker.take_sanitizer()
             tool.submit(self.library, self.smallest_spec)
-            tool.go()
+            tool.go(self.autotuned)
         if tool is None:
             return None
         # Memcheck gets its full time where it decides (a pass) or explains (a crash). A hang hangs under
@@ -528,7 +531,7 @@ class Session:
             return {**base, "status": "infrastructure_error", "message": self.worker.profiling_refused}
         profiler = self.profiler
         assert profiler is not None
-        profiler.go()
+        profiler.go(self.autotuned)
         started = time.perf_counter()
         if not profiler.wait(self.timeouts["dynamic_s"]):
             return {

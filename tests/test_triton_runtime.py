@@ -1,0 +1,136 @@
+"""The runtime cache a Triton candidate runs from on the GPU host (`triton_runtime`), on the CPU: its
+kernels' groups are found under the keys Triton computes when the candidate's file is imported from
+elsewhere (no compile, no write), what the trace reports is checked before the workbench generates and
+compiles launcher code from it, and autotune choices travel from the runner to the tool processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench.evaluate.sandbox import landlock_abi
+from workbench.evaluate.triton_build import build_triton
+from workbench.evaluate.triton_runtime import (
+    Opened,
+    RuntimeRefused,
+    launcher_inputs,
+    own_kernels,
+    trace_kernels,
+    write_groups,
+)
+from workbench.tasks import get_target, resolve_task
+
+pytest.importorskip("triton")
+DATA = Path(__file__).parent / "data" / "triton"
+GEMM = "gemm_n7168_k5120"
+
+
+@pytest.fixture(scope="module")
+def entry(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    task = resolve_task(GEMM)
+    source = (DATA / "gemm_tma.py").read_text()
+    stage = asyncio.run(
+        build_triton(source, task, task.workload(None), get_target("hopper"), cache_dir=tmp_path_factory.mktemp("c"))
+    )
+    assert stage.status == "passed", stage.message
+    return Path(stage.cubin_path).parent
+
+
+def test_the_trace_keeps_each_kernels_key_metadata_and_launcher_signature(entry: Path) -> None:
+    kernels = trace_kernels(entry)
+    # Two autotune configs at the headline workload; the smallest workload is traced too (memcheck's).
+    assert len(kernels) >= 2 and own_kernels(entry) == ["gemm_tma"]
+    for kernel in kernels:
+        signature, layouts = launcher_inputs(kernel)
+        assert signature[:3] == ["tensordesc<bf16[128, 64]>", "tensordesc<bf16[128, 64]>", "tensordesc<bf16[128, 128]>"]
+        assert signature[3:6] == ["i32", "i32", "i32"] and layouts and len(layouts) == 3
+        assert json.loads(kernel["metadata_json"])["name"] == "gemm_tma"
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
+def test_the_candidate_imported_from_elsewhere_finds_every_kernel_in_the_cache_and_compiles_none(
+    entry: Path, tmp_path: Path
+) -> None:
+    groups = tmp_path / "runtime"
+    groups.mkdir()
+    write_groups(entry, groups, groups)
+    keys = sorted(p.name for p in groups.iterdir())
+    # The trace child again, from another folder, on that cache; it may write only in its own folder,
+    # so a kernel missing from the cache (a compile would write it) is an error, not a new entry.
+    work = tmp_path / "elsewhere"
+    (work / "kernels").mkdir(parents=True)
+    (work / "kernel.py").write_text((entry / "kernel.py").read_text())
+    request = json.loads((entry / "request.json").read_text())
+    request.update(source=str(work / "kernel.py"), out=str(work / "kernels"), writable=str(work))
+    (work / "request.json").write_text(json.dumps(request))
+    subprocess.run(
+        [sys.executable, "-m", "workbench.evaluate.triton_trace", str(work / "request.json")],
+        check=True,
+        cwd=work,
+        capture_output=True,
+        timeout=180,
+        env={"TRITON_CACHE_DIR": str(groups), "TMPDIR": str(work), "PATH": "/usr/bin:/bin"},
+    )
+    report = json.loads((work / "kernels" / "trace.json").read_text())
+    assert report["error"] is None, report["error"]
+    assert sorted(k["hash"] for k in report["kernels"]) == sorted(k["hash"] for k in trace_kernels(entry))
+    assert sorted(p.name for p in groups.iterdir()) == keys
+    built = {(entry / "kernels" / k["ptx"]).read_text() for k in trace_kernels(entry)}
+    assert {(work / "kernels" / k["ptx"]).read_text() for k in report["kernels"]} == built
+
+
+def _with(entry: Path, folder: Path, change) -> Path:
+    """A copy of the build's trace report with one kernel changed as `change` says."""
+    (folder / "kernels").mkdir(parents=True)
+    report = json.loads((entry / "kernels" / "trace.json").read_text())
+    change(report["kernels"][0])
+    (folder / "kernels" / "trace.json").write_text(json.dumps(report))
+    for ptx in (entry / "kernels").glob("*.ptx"):
+        (folder / "kernels" / ptx.name).write_bytes(ptx.read_bytes())
+        (folder / "kernels" / ptx.with_suffix(".cubin").name).write_bytes(ptx.with_suffix(".cubin").read_bytes())
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda k: k["launcher"]["signature"].__setitem__(3, 'i32 a); system("id"); (int'), "argument types"),
+        (lambda k: k["launcher"].__setitem__("tensordesc_meta", [{"swizzle": "3; evil"}]), "integer fields"),
+        (lambda k: k.__setitem__("hash", "../../etc"), "key"),
+        (lambda k: k.__setitem__("ptx", "../../../etc/passwd"), "outside the build"),
+        (
+            lambda k: k.__setitem__("metadata_json", k["metadata_json"].replace('"name": "gemm_tma"', '"name": "x"')),
+            "does not describe",
+        ),
+    ],
+    ids=["c-in-signature", "layout", "hash", "ptx-path", "metadata-name"],
+)
+def test_what_the_trace_reports_is_checked_before_any_code_is_made_from_it(
+    entry: Path, tmp_path: Path, change, words: str
+) -> None:
+    folder = _with(entry, tmp_path / "entry", change)
+    with pytest.raises(RuntimeRefused, match=words):
+        write_groups(folder, tmp_path / "out", tmp_path / "out")
+
+
+def test_the_runners_autotune_choice_is_the_only_config_a_tool_process_runs(entry: Path) -> None:
+    runner, tool = Opened(entry), Opened(entry)
+    tuned = runner.module().gemm_tma
+    key = (8192, 7168, 5120, "torch.bfloat16")
+    tuned.cache[key] = tuned.configs[1]
+    choices = runner.autotuned()
+    assert choices == {"gemm_tma": [[list(key), 1]]}
+    seeded = tool.module().gemm_tma
+    second = seeded.configs[1]
+    tool.seed(json.loads(json.dumps(choices)))
+    assert seeded.configs == [second]
+    untuned = Opened(entry)
+    module = untuned.module()
+    first = module.gemm_tma.configs[0]
+    untuned.seed({})  # no choice made (memcheck's smallest workload): the first config, no tuning
+    assert module.gemm_tma.configs == [first]
