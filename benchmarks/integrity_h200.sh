@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The hardened verdict on a Hopper host, one step per argument, each with its own time limit, logs under $OUT:
 #   tests       the GPU tests (fault corpus, hostile corpus, honest kernels through every tier)
+#   files       the GPU tests of $TEST_FILES (e.g. tests/gpu/test_gpu_triton.py), into gpu_files.log
 #   costs       benchmarks/integrity_costs.py (references: stage costs, speedups against 2026-11-29)
 #   pm          benchmarks/pm_sampling_probe.py (can tensor work be counted in the timed process?)
 #   sessions    the shipped sessions recorded again (scripted models under references/scripts/)
@@ -16,6 +17,10 @@ for step in "$@"; do
       timeout "${TESTS_S:-420}" python3 -m pytest -m gpu -n 0 -v -s -p no:cacheprovider tests/gpu/test_gpu_eval.py ${PYTEST_K:+-k "$PYTEST_K"} >"$out/gpu_tests.log" 2>&1
       echo "gpu tests exit $?" | tee -a "$out/summary.log"
       grep -E 'PASSED|FAILED|ERROR|passed|failed' "$out/gpu_tests.log" | tail -45 | tee -a "$out/summary.log" ;;
+    files)
+      timeout "${FILES_S:-300}" python3 -m pytest -m gpu -n 0 -v -s -p no:cacheprovider $TEST_FILES >"$out/gpu_files.log" 2>&1
+      echo "gpu tests of $TEST_FILES exit $?" | tee -a "$out/summary.log"
+      grep -E 'PASSED|FAILED|ERROR|passed|failed' "$out/gpu_files.log" | tail -30 | tee -a "$out/summary.log" ;;
     costs)
       timeout "${COSTS_S:-400}" python3 benchmarks/integrity_costs.py "$out/integrity_costs.json" ${COSTS_ONLY:+--only "$COSTS_ONLY"} >"$out/integrity_costs.log" 2>&1
       echo "costs exit $?" | tee -a "$out/summary.log"
