@@ -22,7 +22,7 @@ for step in "$@"; do
       echo "gpu tests of $TEST_FILES exit $?" | tee -a "$out/summary.log"
       grep -E 'PASSED|FAILED|ERROR|passed|failed' "$out/gpu_files.log" | tail -30 | tee -a "$out/summary.log" ;;
     costs)
-      timeout "${COSTS_S:-400}" python3 benchmarks/integrity_costs.py "$out/integrity_costs.json" ${COSTS_ONLY:+--only "$COSTS_ONLY"} >"$out/integrity_costs.log" 2>&1
+      timeout "${COSTS_S:-400}" python3 benchmarks/integrity_costs.py "$out/integrity_costs.json" ${COSTS_ONLY:+--only "$COSTS_ONLY"} ${COSTS_PAUSE:+--pause "$COSTS_PAUSE"} >"$out/integrity_costs.log" 2>&1
       echo "costs exit $?" | tee -a "$out/summary.log"
       tail -20 "$out/integrity_costs.log" | tee -a "$out/summary.log" ;;
     sessions)
