@@ -138,6 +138,19 @@ class KernelLaunch(_Model):
     limiter: str | None = None
 
 
+class InstructionCounts(_Model):
+    """One SASS instruction of an own kernel in the profiled call, from ncu's SourceCounters."""
+
+    offset: int | None = Field(
+        description="bytes from the kernel's first instruction, as the listing prints it (/*0040*/); "
+        "None when ncu printed no address (placed by order and opcode)"
+    )
+    opcode: str
+    executed: int = Field(description="warp-level instructions executed")
+    threads: int = Field(description="thread instructions executed")
+    predicated_on: int = Field(description="thread instructions executed with a true predicate")
+
+
 class DynamicStage(StageBase):
     tool: str | None = None
     workload_axes: dict[str, int] = Field(default_factory=dict)
@@ -153,6 +166,11 @@ class DynamicStage(StageBase):
     tensor_share: float | None = None
     ignored_kernels: list[str] = Field(
         default_factory=list, description="profiled in the call but not the candidate's own: never counted"
+    )
+    source_counts: dict[str, list[InstructionCounts]] = Field(
+        default_factory=dict,
+        description="own kernel (mangled) -> its instructions in address order, when the evaluation asked "
+        "for source counters",
     )
 
 
