@@ -3,26 +3,40 @@
 
 Nsight Compute cannot profile here (no GPU), so `stand_in_ncu.py` plays its part: it takes ncu's
 command line, does what the profiled child does with the files in its work folder, and writes the raw
-page recorded on the H200 into the log file ncu was given. Everything else is the real code.
+page recorded on the H200 into the log file ncu was given (with source counters: exports a report, then
+prints the pages `ncu -i` is asked for). Everything else is the real code.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from source_page_support import block, listing_kernels
+
 from workbench.evaluate.child import wait_for
 from workbench.evaluate.profile import parse_raw_csv
 from workbench.evaluate.tool_process import ProfiledProcess
+from workbench.evaluate.worker import Worker
 
 DATA = Path(__file__).parent / "data" / "ncu"
+TUI_DATA = Path(__file__).parent / "data" / "tui"
+PROBE = "_Z14families_probePfmm"
 STAND_IN = r"""
 import sys, time
 from pathlib import Path
 args = sys.argv[1:]
+here = Path(sys.argv[0]).parent
+if "-i" in args:  # printing a page of the exported report
+    page = args[args.index("--page") + 1]
+    with open(here / "imports", "a") as imports:
+        imports.write(" ".join(args) + "\n")
+    print((here / f"{page}.page").read_text(), end="")
+    sys.exit(0)
 log = Path(args[args.index("--log-file") + 1])
 workdir = Path(args[args.index("once") + 1])
 (workdir / "ready").touch()
@@ -36,7 +50,11 @@ if behaviour == "hang":
 if behaviour == "crash":
     print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
     sys.exit(1)
-log.write_text("==PROF== Connected to process 1\n" + Path(behaviour).read_text())
+if "-o" in args:  # the report is exported; the log keeps ncu's messages
+    Path(args[args.index("-o") + 1]).write_text("a report")
+    log.write_text("==PROF== Connected to process 1\n==PROF== Report: " + args[args.index("-o") + 1] + "\n")
+else:
+    log.write_text("==PROF== Connected to process 1\n" + Path(behaviour).read_text())
 """
 
 
@@ -72,6 +90,48 @@ def test_the_candidate_and_the_go_signal_reach_the_waiting_run_and_its_page_come
     assert not workdir.exists()
 
 
+def test_with_source_counters_both_pages_are_printed_from_the_report_in_the_tools_own_folder(
+    tmp_path: Path,
+) -> None:
+    raw = DATA / "wgmma_gemm_m256_raw_details.csv"
+    (tmp_path / "raw.page").write_text(raw.read_text())
+    listing = listing_kernels((TUI_DATA / "families_probe.sm_90a.sass").read_text())
+    page = block(PROBE, listing[PROBE]) + block(
+        "nvjet_sm90_tst_256x128_64x4_2x1_v_bz_coopA_TNT", listing[PROBE]
+    )
+    (tmp_path / "source.page").write_text(page)
+    run = ProfiledProcess(stand_in(tmp_path, str(raw)), "hopper", ["python"], source_counters=True)
+    try:
+        run.submit("/tmp/kernel.so", {"axes": {"M": 256}})
+        run.go()
+        assert run.wait(20) and run.returncode == 0
+        (launch,) = parse_raw_csv(run.report())
+        assert launch["tensor_flops"] == 2 * 256 * 7168 * 5120
+        counts, problem = run.source_counts({PROBE})
+        assert problem is None and list(counts) == [PROBE]  # the foreign kernel is left out
+        assert len(counts[PROBE]) == len(listing[PROBE]) and counts[PROBE][0]["executed"] == 1_000_000
+        imports = (tmp_path / "imports").read_text().splitlines()
+        assert len(imports) == 2 and all(f"-i {run.logdir}/" in line for line in imports)
+        assert not any(str(run.workdir) in line or str(run.scratch) in line for line in imports)
+    finally:
+        run.close()
+
+
+def test_without_source_counters_there_are_no_counts_and_nothing_is_imported(tmp_path: Path) -> None:
+    run = ProfiledProcess(
+        stand_in(tmp_path, str(DATA / "wgmma_gemm_m256_raw_details.csv")), "hopper", ["python"]
+    )
+    try:
+        run.submit("/tmp/kernel.so", {})
+        run.go()
+        assert run.wait(20)
+        assert len(parse_raw_csv(run.report())) == 1
+        assert run.source_counts({PROBE})[0] == {}
+        assert not (tmp_path / "imports").exists()
+    finally:
+        run.close()
+
+
 def test_a_crashed_run_keeps_its_evidence_and_a_hung_one_is_killed(tmp_path: Path) -> None:
     crashed = ProfiledProcess(stand_in(tmp_path, "crash"), "hopper", ["python"])
     try:
@@ -101,3 +161,33 @@ def test_a_waiting_profiled_child_gives_up_once_its_worker_is_gone(tmp_path: Pat
     assert time.monotonic() - started < 5
     (tmp_path / "here").touch()
     assert wait_for(tmp_path / "here", os.getpid()) is True
+
+
+class _NoRunner:
+    """Stands for the worker's spare runner: these tests are about its ncu runs only."""
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_spare_ncu_run_with_other_sections_than_asked_is_replaced(tmp_path: Path) -> None:
+    worker = Worker(io.StringIO())
+    worker.ncu, worker.profiling_refused, worker.sanitizer_tool = stand_in(tmp_path, "hang"), None, None
+    worker.spare = ("cuda", _NoRunner())  # type: ignore[assignment]
+    try:
+        first = worker.take_profiler("hopper")
+        assert not first.source_counters
+        first.close()
+        worker.warm_spare("cuda")  # for the next candidate: as the last one asked
+        spare = worker.spare_profiler
+        assert spare is not None and not spare.source_counters
+        counted = worker.take_profiler("hopper", source_counters=True)
+        assert counted is not spare and counted.source_counters and not spare.alive()
+        counted.close()
+        worker.warm_spare("cuda")
+        assert worker.spare_profiler is not None and worker.spare_profiler.source_counters
+        again = worker.spare_profiler
+        assert worker.take_profiler("hopper", source_counters=True) is again  # the spare fits: kept
+        again.close()
+    finally:
+        worker.close()

@@ -4,9 +4,10 @@ ncu is launched before the candidate exists (`--profile-from-start off`), so its
 profiled process's torch import happen between evaluations; it profiles only what runs between
 cudaProfilerStart and cudaProfilerStop, which the profiled child puts around its one call of the
 candidate at the timed workload (what is proven is what is timed; `agreement.py` checks that the
-profiled call launched what the timed calls launched, and took about as long). The raw page is printed straight into a log file (no export
-and re-import). Kernel names are printed mangled and only the candidate's own kernels (the mangled names
-its cubin defines) count:
+profiled call launched what the timed calls launched, and took about as long). The raw page is printed
+straight into a log file (no export and re-import, except with source counters: `ncu_command`). Kernel
+names are printed mangled and only the candidate's own kernels (the mangled names its cubin defines)
+count:
 - `sass__thread_inst_executed_true_per_opcode`: predicate-true thread executions per SASS opcode, so a
   wgmma behind a branch never taken, or predicated off, counts zero;
 - on Hopper, `sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum`: tensor-pipe FLOPs, against the task's
@@ -21,6 +22,7 @@ import csv
 import io
 import re
 from collections import Counter
+from pathlib import Path
 
 from workbench.evaluate.occupancy import LIMITS, theoretical_occupancy
 
@@ -42,11 +44,28 @@ MIN_TENSOR_SHARE = 0.9
 _INSTANCE = re.compile(r"\s*([A-Za-z0-9_.]+)\s*:\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*")
 
 
-def ncu_command(ncu: str, log_file: str, target: str, app: list[str]) -> list[str]:
-    """ncu around `app`, profiling only the cudaProfilerStart/Stop range, raw page as CSV into `log_file`."""
+# The raw page as the parse below reads it: every metric's instances, base units.
+RAW_PAGE = ("--page", "raw", "--csv", "--print-units", "base", "--print-metric-instances", "details")
+REPORT_NAME = "profile.ncu-rep"
+
+
+def report_file(log_file: str) -> str:
+    """Where a run with source counters exports its report: beside its log, in the tool's own folder."""
+    return str(Path(log_file).with_name(REPORT_NAME))
+
+
+def ncu_command(
+    ncu: str, log_file: str, target: str, app: list[str], source_counters: bool = False
+) -> list[str]:
+    """ncu around `app`, profiling only the cudaProfilerStart/Stop range, raw page as CSV into `log_file`.
+
+    With `source_counters`, SourceCounters is collected too (per-instruction counts, more replay
+    passes) and the report is exported to `report_file(log_file)` instead: its pages are printed
+    afterwards (`import_commands`), the log keeping ncu's own messages."""
     metrics = list(METRICS)
     if target in TENSOR_FLOPS_METRIC:
         metrics.append(TENSOR_FLOPS_METRIC[target])
+    output = ["--section", "SourceCounters", "-o", report_file(log_file)] if source_counters else RAW_PAGE
     return [
         ncu,
         "--clock-control",
@@ -61,17 +80,17 @@ def ncu_command(ncu: str, log_file: str, target: str, app: list[str]) -> list[st
         ",".join(metrics),
         "--section",
         "LaunchStats",
-        "--page",
-        "raw",
-        "--csv",
-        "--print-units",
-        "base",
-        "--print-metric-instances",
-        "details",
+        *output,
         "--log-file",
         log_file,
         *app,
     ]
+
+
+def import_commands(ncu: str, report: str) -> tuple[list[str], list[str]]:
+    """The exported report's raw page (what `parse_raw_csv` reads) and its SASS source page."""
+    base = [ncu, "-i", report, "--print-kernel-base", "mangled"]
+    return [*base, *RAW_PAGE], [*base, "--page", "source", "--csv", "--print-source", "sass"]
 
 
 def _number(text: str) -> float:

@@ -18,13 +18,16 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from workbench.evaluate.demangle import demangle
 from workbench.evaluate.isolation import TOOL_ENV, CappedOutput, kill_group
-from workbench.evaluate.profile import ncu_command
+from workbench.evaluate.profile import import_commands, ncu_command, report_file
+from workbench.evaluate.source_counters import SourcePageError, own_kernels, parse_source_page, stored
 
 SANITIZER_EXIT = 86  # compute-sanitizer's exit status when it found errors (--error-exitcode)
+IMPORT_TIMEOUT_S = 120.0  # `ncu -i` printing one page of an exported report
 
 
 def sanitizer_command(sanitizer: str, log_file: str, app: list[str]) -> list[str]:
@@ -128,14 +131,72 @@ class ToolProcess:
 
 
 class ProfiledProcess(ToolProcess):
-    """Nsight Compute around the call, for the dynamic tier."""
+    """Nsight Compute around the call, for the dynamic tier.
+
+    With `source_counters` ncu exports a report into the tool's folder (the child never learns it and
+    cannot write there); once ncu has exited, the worker prints its raw page and its source page from
+    it, both at once."""
 
     LOG_NAME = "ncu.log"
     TOOL = "ncu"
 
-    def __init__(self, ncu: str, target: str, child_argv: Sequence[str]) -> None:
+    def __init__(
+        self, ncu: str, target: str, child_argv: Sequence[str], source_counters: bool = False
+    ) -> None:
+        self.ncu = ncu
         self.target = target
-        super().__init__(lambda app, log: ncu_command(ncu, log, target, app), child_argv)
+        self.source_counters = source_counters
+        self._pages: tuple[str, str] | None = None
+        super().__init__(
+            lambda app, log: ncu_command(ncu, log, target, app, source_counters=source_counters), child_argv
+        )
+
+    def _imported(self) -> tuple[str, str]:
+        """The exported report's raw page and source page, each with what ncu said about it."""
+        if self._pages is None:
+            report = report_file(str(self.log))
+            if not Path(report).is_file():
+                self._pages = ("", "")
+                return self._pages
+            runs = [
+                subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+                for command in import_commands(self.ncu, report)
+            ]
+            pages = []
+            for run in runs:
+                try:
+                    pages.append(run.communicate(timeout=IMPORT_TIMEOUT_S)[0])
+                except subprocess.TimeoutExpired:
+                    run.kill()
+                    run.communicate()
+                    pages.append(f"==ERROR== ncu -i did not print {report} within {IMPORT_TIMEOUT_S:g} s\n")
+            self._pages = (pages[0], pages[1])
+        return self._pages
+
+    def report(self) -> str:
+        """ncu's messages, then the raw page (printed from the exported report with source counters)."""
+        log = super().report()
+        return f"{log}\n{self._imported()[0]}" if self.source_counters else log
+
+    def source_counts(self, own: Iterable[str]) -> tuple[dict[str, list[dict]], str | None]:
+        """Per-instruction counts of the candidate's own kernels (mangled name -> rows in address order),
+        or why there are none."""
+        page = self._imported()[1] if self.source_counters else ""
+        try:
+            parsed = parse_source_page(page)
+        except SourcePageError as exc:
+            return {}, str(exc)
+        own = set(own)
+        kept = own_kernels(parsed, own, demangle(sorted(own)))
+        if not kept:
+            return {}, "no per-instruction counts for the candidate's kernels on ncu's source page"
+        return {kernel: stored(rows) for kernel, rows in kept.items()}, None
 
 
 class SanitizedProcess(ToolProcess):

@@ -226,7 +226,9 @@ class Session:
         self.runner = worker.take_runner(self.device)
         if "dynamic" in self.stages and self.kernels and worker.can_profile and self.device != "cpu":
             # The profiled process loads the candidate and makes the timed workload's inputs meanwhile.
-            self.profiler = worker.take_profiler(self.spec.get("target", ""))
+            self.profiler = worker.take_profiler(
+                self.spec.get("target", ""), bool(self.spec.get("source_counters"))
+            )
             self.profiler.submit(self.library, self.spec)
         if self.sanitize and "correctness" in self.stages and worker.sanitizer_tool:
             self.sanitizer = worker.take_sanitizer()
@@ -561,6 +563,10 @@ class Session:
             self.own,
         )
         stage["message"] += f" [ncu finished {waited_s:.1f} s after the go signal]"
+        if profiler.source_counters and launches:
+            stage["source_counts"], problem = profiler.source_counts(self.own or set())
+            if problem:
+                stage["message"] += f" [no per-instruction counts: {problem}]"
         if self.timed_calls:
             disagreement = agreement(launches, self.timed_calls, self.own)
             if disagreement is not None:
@@ -590,6 +596,7 @@ class Worker:
         self.spare_profiler: ProfiledProcess | None = None
         self.spare_sanitizer: SanitizedProcess | None = None
         self.target: str | None = None  # the last candidate's: the next is most likely the same
+        self.source_counters = False  # as the last candidate asked, likewise
         self.device = "cuda"
         self.ncu = find_tool_path("ncu")
         self.profiling_refused = profiling_refusal(sandbox.available(), sandbox.landlock_abi())
@@ -636,15 +643,18 @@ class Worker:
             }
         return reply.data or {}
 
-    def take_profiler(self, target: str) -> ProfiledProcess:
-        """The spare ncu run when it was started for this target and is still waiting, else a new one."""
-        self.target = target
+    def take_profiler(self, target: str, source_counters: bool = False) -> ProfiledProcess:
+        """The spare ncu run when it was started for this target and these sections and is still waiting,
+        else a new one."""
+        self.target, self.source_counters = target, source_counters
         profiler, self.spare_profiler = self.spare_profiler, None
-        if profiler is not None and (profiler.target != target or not profiler.alive()):
+        if profiler is not None and (
+            profiler.target != target or profiler.source_counters != source_counters or not profiler.alive()
+        ):
             profiler.close()
             profiler = None
         assert self.ncu is not None
-        return profiler or ProfiledProcess(self.ncu, target, child_argv())
+        return profiler or ProfiledProcess(self.ncu, target, child_argv(), source_counters)
 
     def take_sanitizer(self) -> SanitizedProcess:
         sanitizer, self.spare_sanitizer = self.spare_sanitizer, None
@@ -663,7 +673,7 @@ class Worker:
         if device == "cpu":
             return
         if profiler and self.spare_profiler is None and self.can_profile and self.target:
-            self.spare_profiler = ProfiledProcess(self.ncu, self.target, child_argv())
+            self.spare_profiler = ProfiledProcess(self.ncu, self.target, child_argv(), self.source_counters)
         if self.spare_sanitizer is None and self.sanitizer_tool:
             self.spare_sanitizer = SanitizedProcess(self.sanitizer_tool, child_argv())
 
