@@ -36,6 +36,9 @@ class AgentConfig(BaseModel):
         default="cuda",
         description="`cuda` (a .cu file) or `triton` (a kernel.py); sessions without it are cuda",
     )
+    source_counters: bool = Field(
+        default=False, description="per-instruction executed counts beside the SASS (more ncu replay passes)"
+    )
 
 
 def recorded_settings(settings: dict[str, object]) -> dict[str, object]:

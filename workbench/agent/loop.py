@@ -432,6 +432,7 @@ class MiniPTXAgent:
             source=source,
             workload=self.config.workload,
             language=self.config.language,
+            source_counters=self.config.source_counters,
         )
         async for item in _drain(self.executor.evaluate(request, on_progress), queue, box):
             yield item

@@ -14,7 +14,13 @@ import typer
 
 from workbench.errors import UserError
 from workbench.evaluate.executors import KNOWN, make_executor
-from workbench.evaluate.request import LANGUAGES, EvalRequest, Language, require_executor_for
+from workbench.evaluate.request import (
+    LANGUAGES,
+    EvalRequest,
+    Language,
+    require_executor_for,
+    require_profile_for,
+)
 from workbench.evaluate.result import EvalResult
 from workbench.evaluate.solution import read_candidate
 from workbench.tasks import TARGETS, get_target
@@ -57,6 +63,14 @@ def eval_candidate(
         bool,
         typer.Option("--no-sanitize", help="Skip the compute-sanitizer memcheck gate beside correctness."),
     ] = False,
+    source_counters: Annotated[
+        bool,
+        typer.Option(
+            "--source-counters",
+            help="Count each SASS instruction's executions in the dynamic tier (Nsight Compute's SourceCounters: "
+            "more replay passes).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the EvalResult as JSON.")] = False,
     feedback: Annotated[
         bool, typer.Option("--feedback", help="Print the feedback text the agent reads.")
@@ -76,6 +90,7 @@ def eval_candidate(
     get_target(target)
     language = language or ("triton" if candidate.suffix == ".py" else "cuda")
     require_executor_for(language, executor)
+    require_profile_for(source_counters, executor)
     runner = make_executor(executor)
     request = EvalRequest(
         task=task_name,
@@ -86,6 +101,7 @@ def eval_candidate(
         compile_timeout_s=compile_timeout,
         call_timeout_s=timeout,
         sanitize=not no_sanitize,
+        source_counters=source_counters,
     )
 
     async def judge() -> EvalResult:

@@ -21,7 +21,7 @@ from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import ChatMessage, HumanWriter, Model, make_model
 from workbench.errors import UserError
 from workbench.evaluate.executors import make_executor
-from workbench.evaluate.request import Language, require_executor_for
+from workbench.evaluate.request import Language, require_executor_for, require_profile_for
 from workbench.paths import new_session_path
 from workbench.session.events import Candidate, Evaluation, Message, SessionEnd, SessionStart
 
@@ -198,6 +198,13 @@ def run(
         Language,
         typer.Option("--language", help="cuda (.cu kernels) or triton (kernel.py; static or local executor)."),
     ] = "cuda",
+    source_counters: Annotated[
+        bool,
+        typer.Option(
+            "--source-counters",
+            help="Executed counts beside each SASS line (Nsight Compute's SourceCounters: more replay passes).",
+        ),
+    ] = False,
     target_speedup: Annotated[
         float, typer.Option("--target-speedup", help="Stop early at this speedup.")
     ] = 1.0,
@@ -223,8 +230,10 @@ def run(
         pack_variant=pack_variant,
         workload=workload,
         language=language,
+        source_counters=source_counters,
     )
     require_executor_for(language, executor)
+    require_profile_for(source_counters, executor)
     out = out or new_session_path(task, target)
     console = Console(highlight=False)
     if paused and (headless or not console.is_terminal):

@@ -123,10 +123,17 @@ def author(
         Language | None,
         typer.Option("--language", help="cuda or triton (default: triton for a .py file, else cuda)."),
     ] = None,
+    source_counters: Annotated[
+        bool,
+        typer.Option(
+            "--source-counters",
+            help="Executed counts beside each SASS line (Nsight Compute's SourceCounters: more replay passes).",
+        ),
+    ] = False,
 ) -> None:
     """Write a kernel in your own editor; each save is evaluated and the panes update."""
     from workbench.evaluate.executors import make_executor
-    from workbench.evaluate.request import require_executor_for
+    from workbench.evaluate.request import require_executor_for, require_profile_for
     from workbench.tasks import get_target, resolve_task
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.drivers.author import AuthorDriver
@@ -140,6 +147,7 @@ def author(
     get_target(target)
     language = language or ("triton" if kernel.suffix == ".py" else "cuda")
     require_executor_for(language, executor)
+    require_profile_for(source_counters, executor)
     driver = AuthorDriver(
         task=task,
         target=target,
@@ -148,5 +156,6 @@ def author(
         out=out or new_session_path(task, target, prefix="author_"),
         workload=workload,
         language=language,
+        source_counters=source_counters,
     )
     _run_app(lambda: WorkbenchApp.for_driver(driver, theme=theme), theme, driver)

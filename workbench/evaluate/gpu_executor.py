@@ -139,7 +139,7 @@ class GpuExecutor:
                 state["refused"] = state["triton"]
                 return {"ok": False}
             if "begun" not in state:
-                spec = gpu_spec(task, workload, target)
+                spec = gpu_spec(task, workload, target, source_counters=request.source_counters)
                 library = result.stages.build.library_path
                 if request.language == "triton":
                     entry, state["kernels"] = state["triton"]

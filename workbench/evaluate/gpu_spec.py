@@ -29,7 +29,14 @@ def smallest_workload(task: Task) -> Workload:
     return min(task.workloads, key=cost)
 
 
-def gpu_spec(task: Task, workload: Workload, target: Target, catalogue: Catalogue | None = None) -> dict:
+def gpu_spec(
+    task: Task,
+    workload: Workload,
+    target: Target,
+    catalogue: Catalogue | None = None,
+    source_counters: bool = False,
+) -> dict:
+    """`source_counters`: the dynamic tier also collects per-instruction executed counts."""
     definition = task.definition
     facts = task.facts
     spec: dict = {
@@ -50,6 +57,7 @@ def gpu_spec(task: Task, workload: Workload, target: Target, catalogue: Catalogu
         "families": {family: sorted(ops) for family, ops in FAMILIES.items()},
         "required_family": target.required_family,
         "device": "cuda",
+        "source_counters": source_counters,
     }
     smallest = smallest_workload(task) if task.workloads else workload
     spec["smallest"] = {

@@ -39,6 +39,11 @@ class EvalRequest(BaseModel):
     )
     profile_timeout_s: float = 300.0
     sanitize: bool = Field(default=True, description="the memcheck gate beside correctness")
+    source_counters: bool = Field(
+        default=False,
+        description="per-instruction executed counts in the dynamic tier (ncu's SourceCounters: more "
+        "replay passes of the profiled call)",
+    )
 
 
 def require_executor_for(language: Language, executor: str) -> None:
@@ -47,6 +52,15 @@ def require_executor_for(language: Language, executor: str) -> None:
         raise UserError(
             f"--language triton runs on the static or local executor (builds happen where Triton judges "
             f"them), not {executor!r}"
+        )
+
+
+def require_profile_for(source_counters: bool, executor: str) -> None:
+    """Counts come from the dynamic tier, which the static executor never runs."""
+    if source_counters and executor == "static":
+        raise UserError(
+            "--source-counters counts what the profiled call executed: it needs a GPU executor "
+            "(--executor local or ssh://HOST), not static"
         )
 
 

@@ -37,6 +37,7 @@ class AuthorDriver(Driver):
         workload: str | None = None,
         debounce_ms: int = 300,
         language: Language = "cuda",
+        source_counters: bool = False,
     ) -> None:
         self.task = task
         self.target = target
@@ -45,6 +46,7 @@ class AuthorDriver(Driver):
         self.session_path = out
         self.workload = workload
         self.language: Language = language
+        self.source_counters = source_counters
         self.debounce_ms = debounce_ms
         self.turn = 0
         self.evaluating = False
@@ -65,6 +67,7 @@ class AuthorDriver(Driver):
                 "kernel": str(self.kernel),
                 "workload": workload,
                 "language": language,
+                "source_counters": source_counters,
             },
         )
 
@@ -150,6 +153,7 @@ class AuthorDriver(Driver):
             source=source,
             workload=self.workload,
             language=self.language,
+            source_counters=self.source_counters,
         )
         try:
             result = await self.executor.evaluate(request, progress)
