@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 from cpu_pipeline import CpuWorker, build_cpu
 
+from workbench.evaluate.isolation import HOLD_ENV, Child
 from workbench.evaluate.link_policy import check_library
 from workbench.evaluate.sandbox import available
+from workbench.evaluate.worker import child_argv
 
 pytestmark = pytest.mark.skipif(not available(), reason="the sandbox is built for Linux on x86-64")
 
@@ -133,16 +135,26 @@ def test_python_inside_the_candidate_process_cannot_rewrite_its_verdict(
 
 def test_the_next_runner_starts_while_the_dynamic_tier_runs_not_after_the_verdict(libraries) -> None:
     # warm=False: nothing is started when the candidate ends, so a spare alive now was started during
-    # the dynamic stage, once this candidate's runner had done its last call.
+    # the dynamic stage, once this candidate's runner had done its last call; it waits for the GPU.
     worker = CpuWorker()
     try:
         library = build_cpu({}, libraries)
         reply = worker.evaluate(library, stages=("correctness", "timing", "dynamic"), warm=False)
         assert reply["stages"]["dynamic"]["status"] == "not_run"
         spare = worker.worker.spare
-        assert spare is not None and spare[0] == "cpu" and spare[1].alive()
+        assert spare is not None and spare[0] == "cpu" and spare[1].alive() and worker.worker.spare_held
         again = worker.evaluate(library, stages=("correctness",), warm=False)
         assert again["stages"]["correctness"]["status"] == "passed"
-        assert worker.worker.spare is None  # the second candidate took it
+        assert worker.worker.spare is None and not worker.worker.spare_held  # the second candidate took it
     finally:
         worker.close()
+
+
+def test_a_held_spare_runner_goes_no_further_than_its_imports_until_told_to_start() -> None:
+    child = Child(child_argv(), env={"PTXWB_DEVICE": "cpu", HOLD_ENV: "1"})
+    try:
+        assert child.send({"cmd": "exit"})
+        reply = child.receive(120)  # it leaves without a context or a `ready`
+        assert not reply.ok and reply.data is None and child.process.returncode == 0
+    finally:
+        child.close()

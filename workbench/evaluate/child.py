@@ -30,7 +30,7 @@ def error_line(exc: BaseException) -> str:
 
 
 def serve() -> int:
-    from workbench.evaluate.isolation import ChildChannel
+    from workbench.evaluate.isolation import HOLD_ENV, ChildChannel
 
     channel = ChildChannel()
     device = os.environ.get("PTXWB_DEVICE", "cuda")
@@ -40,6 +40,11 @@ def serve() -> int:
     from workbench.evaluate.kernel_trace import open_trace
     from workbench.evaluate.runner import Runner
 
+    if os.environ.get(HOLD_ENV):
+        # Started while another candidate is profiled: no CUDA context until the worker says so.
+        go = channel.read()
+        if go is None or go.get("cmd") != "start":
+            return 0
     if device != "cpu":
         torch.cuda.init()
         torch.zeros(1, device=device)  # the context now, not inside the first call

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 FDS_ENV = "PTXWB_CHILD_FDS"
 TOOL_ENV = "PTXWB_TOOL"  # which tool watches a candidate's process: its doors differ (child.py)
+# Set on a spare runner started early: it imports, then waits for `{"cmd": "start"}` before the GPU.
+HOLD_ENV = "PTXWB_HOLD"
 OUTPUT_CAP_BYTES = 64 * 1024
 
 # Lines that frame an error rather than say what it was (Python tracebacks, torch's CUDA advice).

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from workbench.evaluate import sandbox
 from workbench.evaluate.agreement import agreement
-from workbench.evaluate.isolation import Child, Reply, describe_exit, first_useful_line
+from workbench.evaluate.isolation import HOLD_ENV, Child, Reply, describe_exit, first_useful_line
 from workbench.evaluate.profile import dynamic_stage, parse_raw_csv
 from workbench.evaluate.sanitizer import memcheck_message
 from workbench.evaluate.timing import timed_iterations, timing_stage
@@ -346,9 +346,10 @@ class Session:
         elif name == "timing":
             result = self._timing(int(request.get("warmup", 10)), int(request.get("iterations", 50)))
         elif name == "dynamic":
-            # The runner is done with; the next candidate's runner and memcheck run start now, while ncu
-            # replays this one's kernels (their counts, not their times, are what it reads), not after.
-            self.worker.warm_spare(self.device, profiler=False)
+            # This runner is done with: the next one imports Python and torch now, while ncu replays this
+            # candidate's kernels, and makes its CUDA context only once ncu is done (a context made
+            # during the replay slowed ncu by as much as it saved, on the H200).
+            self.worker.hold_spare(self.device)
             result = self._dynamic()
         else:
             result = {"status": "infrastructure_error", "message": f"unknown stage {name!r}"}
@@ -592,6 +593,7 @@ class Worker:
         self.out = out
         self.session: Session | None = None
         self.spare: tuple[str, Child] | None = None
+        self.spare_held = False  # the spare waits for `start` before touching the GPU
         self.judges: dict[str, Child] = {}
         self.spare_profiler: ProfiledProcess | None = None
         self.spare_sanitizer: SanitizedProcess | None = None
@@ -615,6 +617,7 @@ class Worker:
         return self._ncu_version
 
     def take_runner(self, device: str) -> Child:
+        self._release_spare()
         spare, self.spare = self.spare, None
         if spare is not None and spare[0] == device and spare[1].alive():
             return spare[1]
@@ -664,10 +667,22 @@ class Worker:
         assert self.sanitizer_tool is not None
         return sanitizer or SanitizedProcess(self.sanitizer_tool, child_argv())
 
+    def hold_spare(self, device: str) -> None:
+        """Start the next candidate's runner as far as it goes without the GPU: its imports."""
+        if self.spare is None:
+            self.spare = (device, Child(child_argv(), env={"PTXWB_DEVICE": device, HOLD_ENV: "1"}))
+            self.spare_held = True
+
+    def _release_spare(self) -> None:
+        if self.spare is not None and self.spare_held:
+            self.spare[1].send({"cmd": "start"})
+        self.spare_held = False
+
     def warm_spare(self, device: str, profiler: bool = True) -> None:
         """Start the next candidate's processes now, so their start-up is off the clock: its runner, its
         ncu run for the last target (unless `profiler` is False: this candidate's is still running), its
         memcheck run."""
+        self._release_spare()
         if self.spare is None:
             self.spare = (device, Child(child_argv(), env={"PTXWB_DEVICE": device}))
         if device == "cpu":
