@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import tui_synthetic
+from source_page_support import stored_counts
 from textual.pilot import Pilot
 
 from workbench.session.log import read_session
@@ -105,3 +106,20 @@ def test_a_wrong_turn_at_common_widths(attention_app, snap_compare, columns: int
     application, driver = attention_app
     keys = ("left_square_bracket", "left_square_bracket")
     assert snap_compare(application, terminal_size=(columns, 50), run_before=played(driver, *keys))
+
+
+@pytest.fixture
+def counted_app(tmp_path: Path) -> tuple[WorkbenchApp, ReplayDriver]:
+    """The probe session profiled with source counters: every SASS instruction has its counts."""
+    sass = DATA / "families_probe.sm_90a.sass"
+    session = tui_synthetic.events(4, sass=sass, counts=stored_counts(sass.read_text()))
+    path = tui_synthetic.write(tmp_path / "counted.jsonl", session)
+    driver = ReplayDriver(read_session(path), speed=100.0, sleep=instant)
+    return WorkbenchApp.for_driver(driver, theme="textual-dark"), driver
+
+
+@pytest.mark.parametrize("columns", [120, 180])
+def test_sass_with_executed_counts_at_common_widths(counted_app, snap_compare, columns: int) -> None:  # type: ignore[no-untyped-def]
+    # The counts column beside each instruction, the legend, and the marked line's counts above.
+    application, driver = counted_app
+    assert snap_compare(application, terminal_size=(columns, 50), run_before=played(driver, "3", "n"))

@@ -14,6 +14,7 @@ from workbench.evaluate.result import (
     CorrectnessStage,
     DynamicStage,
     EvalResult,
+    InstructionCounts,
     KernelResources,
     OutputCheck,
     Stages,
@@ -93,6 +94,7 @@ def result(
     sass: Path | None = None,
     cubin: Path | None = None,
     baselines: tuple[str, ...] = ("cublas",),
+    counts: dict[str, list[InstructionCounts]] | None = None,
 ) -> EvalResult:
     sha = hashlib.sha256(source.encode()).hexdigest()
     common = {"task": TASK, "target": "hopper", "executor": "synthetic", "source_sha256": sha}
@@ -148,6 +150,7 @@ def result(
         executed_families={"GMMA": 16384, "TMA": 256},
         required_executed=True,
         tensor_share=0.97,
+        source_counts=counts or {},
     )
     return EvalResult(
         status=Status.passed,
@@ -169,7 +172,9 @@ def events(
     kinds: list[str] | None = None,
     cubin: Path | None = None,
     baselines: tuple[str, ...] = ("cublas",),
+    counts: dict[str, list[InstructionCounts]] | None = None,
 ) -> list[Event]:
+    """`counts`: per-instruction counts on every timed turn's dynamic stage (as with --source-counters)."""
     kinds = kinds or ["compile_error"] + ["full"] * (turns - 1)
     out: list[Event] = [
         SessionStart(
@@ -215,7 +220,9 @@ def events(
         ts += 1.0
         out.append(
             Evaluation(
-                ts=ts, turn=turn, result=result(turn, kinds[turn - 1], source, ptx, sass, cubin, baselines)
+                ts=ts,
+                turn=turn,
+                result=result(turn, kinds[turn - 1], source, ptx, sass, cubin, baselines, counts),
             )
         )
         ts += 0.1

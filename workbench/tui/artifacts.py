@@ -112,7 +112,13 @@ class ArtifactCache:
         )
 
     def sass(self, turn: TurnView, target: str, *, rebuild: bool = True) -> CodeDocument:
-        """The SASS dump the evaluation kept, else its cubin disassembled, else a checked rebuild."""
+        """The SASS dump the evaluation kept, else its cubin disassembled, else a checked rebuild; with the
+        profiled call's executed counts on its lines when the evaluation has them."""
+        document = self._sass(turn, target, rebuild=rebuild)
+        counts = turn.evaluation.stages.dynamic.source_counts if turn.evaluation else {}
+        return document.with_counts(counts) if counts and not document.unavailable else document
+
+    def _sass(self, turn: TurnView, target: str, *, rebuild: bool) -> CodeDocument:
         result = turn.evaluation
         if result is None:
             return CodeDocument.missing("no SASS yet: this turn has not been built")

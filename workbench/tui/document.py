@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from workbench.evaluate.demangle import demangle
 from workbench.evaluate.lineinfo import LineTable, listing_lines
+from workbench.evaluate.result import InstructionCounts
+from workbench.evaluate.source_counters import listing_instructions, match_listing
 from workbench.tui.families import TAGS, mark_lines
 
 # cuobjdump prints each instruction's encoding as a trailing comment and a second comment-only
@@ -56,6 +59,9 @@ class CodeDocument:
     unavailable: str = ""
     note: str = ""  # said before the line count: what the listing is, when it is not the plain thing
     source_lines: dict[int, int] = field(default_factory=dict)  # SASS line -> 1-based CUDA line
+    kernels: dict[int, str] = field(default_factory=dict)  # SASS `Function :` line -> its mangled name
+    executed: dict[int, InstructionCounts] = field(default_factory=dict)  # SASS line -> profiled counts
+    profiled: int = 0  # instructions the profile counted in this listing's kernels (placed or not)
     width: int = 0
     _shown: dict[int, str] = field(default_factory=dict, repr=False)
 
@@ -65,10 +71,15 @@ class CodeDocument:
     ) -> CodeDocument:
         """`line_table` (SASS): the cubin's, so each instruction knows its CUDA line."""
         source_lines: dict[int, int] = {}
+        kernels: dict[int, str] = {}
         if language == "sass":
             text = without_encodings(text)  # tabs are expanded line by line, when shown
             if line_table:
                 source_lines = listing_lines(text.split("\n"), line_table)  # mangled names, as the table has
+            # Profiled counts name kernels mangled too: keep each header's symbol before it is made readable.
+            kernels = {
+                text.count("\n", 0, match.start()): match.group(2) for match in _FUNCTION.finditer(text)
+            }
             text = readable_functions(text)
         else:
             text = text.expandtabs(4)
@@ -76,9 +87,28 @@ class CodeDocument:
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        document = cls(language, lines, marks, source_lines=source_lines)
+        document = cls(language, lines, marks, source_lines=source_lines, kernels=kernels)
         document.width = document._widest()
         return document
+
+    def with_counts(self, counts: Mapping[str, Sequence[InstructionCounts]]) -> CodeDocument:
+        """This SASS listing with the profiled call's counts on its instruction lines (a copy: the listing
+        is shared by every turn built from the same code, the counts are one evaluation's)."""
+        raw = [
+            f"Function : {self.kernels[i]}" if i in self.kernels else line
+            for i, line in enumerate(self.lines)
+        ]
+        match = match_listing(listing_instructions(raw), counts)
+        return replace(self, executed=match.lines, profiled=match.rows) if match.rows else self
+
+    def counts_legend(self) -> str:
+        """What the counts column of the gutter holds, and how much of the profile found its line."""
+        if not self.profiled:
+            return ""
+        legend = "executed: warp instructions · threads on"
+        if len(self.executed) < self.profiled:
+            legend += f" ({len(self.executed):,} of {self.profiled:,} placed)"
+        return legend
 
     def source_line_at(self, index: int) -> int | None:
         """The CUDA line of the instruction at `index`, or of the nearest one above it (a label, a header)."""

@@ -69,21 +69,40 @@ class CodePane(Vertical):
         document = maker()
         self.view(key).show(document, keep_position=self._keep_position)
         self.query_one(f"#summary-{key}", Label).update(self._summary(key, document))
+        self._show_legend()
+
+    def _show_legend(self) -> None:
+        # The SASS gutter's counts column says what it holds on the pane's lower border, out of the
+        # summary's way.
+        self.border_subtitle = self.view("sass").document.counts_legend() if self.active == "sass" else ""
 
     def on_code_view_cursor_moved(self, event: CodeView.CursorMoved) -> None:
-        # The SASS cursor's instruction: its CUDA line, shown above the listing (Nsight's source view).
+        # The SASS cursor's instruction: its profiled counts and its CUDA line, shown above the listing
+        # (Nsight's source view).
         sass = self.view("sass")
-        if event.view is not sass or event.line is None or not sass.document.source_lines:
+        document = sass.document
+        if event.view is not sass or event.line is None:
             return
-        source = sass.document.source_line_at(event.line)
-        cuda = self.document("cuda").lines
+        said = []
+        counts = document.executed.get(event.line)
+        if counts is not None:
+            # Executed by warps; threads with the predicate on, of all that reached it where some had it off.
+            off = f"/{counts.threads:,}" if counts.threads != counts.predicated_on else ""
+            said.append(f": {counts.executed:,}× · {counts.predicated_on:,}{off} threads on")
+        source = document.source_line_at(event.line) if document.source_lines else None
+        cuda = self.document("cuda").lines if source is not None else []
         if source is not None and 0 < source <= len(cuda):
-            text = f"SASS line {event.line + 1} ← CUDA line {source}: {cuda[source - 1].strip()}  (j jumps there)"
-            self.query_one("#summary-sass", Label).update(text)
+            said.append(f" ← CUDA line {source}: {cuda[source - 1].strip()}  (j jumps there)")
+        label = self.query_one("#summary-sass", Label)
+        if said:
+            label.update(f"SASS line {event.line + 1}{''.join(said)}")
+        elif document.executed:  # a line without counts: the listing's summary again
+            label.update(self._summary("sass", document))
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id:
             self._build(event.pane.id.removeprefix("tab-"))
+        self._show_legend()
 
     @staticmethod
     def _summary(key: str, document: CodeDocument) -> str:

@@ -28,6 +28,17 @@ from workbench.tui.highlight import LINE_ORIENTED, TokenStyles, highlight_line, 
 
 TAG_WIDTH = 7
 SOURCE_WIDTH = 7  # "L1234 "
+COUNT_WIDTH = 12  # " 4.59M  147M ": warp instructions executed, predicated-on threads
+
+
+def short_count(value: int) -> str:
+    """At most five characters: 987, 12.3K, 4.59M, 147G."""
+    for limit, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if value >= limit:
+            scaled = value / limit
+            text = next(t for d in (2, 1, 0) if len(t := f"{scaled:.{d}f}") <= 4 or d == 0)
+            return text + suffix
+    return str(value)
 
 
 class CodeView(ScrollView, can_focus=True):
@@ -38,6 +49,8 @@ class CodeView(ScrollView, can_focus=True):
         "code-view--cursor",
         "code-view--related",
         "code-view--missing",
+        "code-view--count",
+        "code-view--idle",
     }
     DEFAULT_CSS = """
     CodeView { background: $surface; }
@@ -47,6 +60,8 @@ class CodeView(ScrollView, can_focus=True):
     CodeView > .code-view--cursor { background: $accent 30%; }
     CodeView > .code-view--related { background: $warning 18%; }
     CodeView > .code-view--missing { color: $text-warning; text-style: italic; }
+    CodeView > .code-view--count { color: $text-accent; }
+    CodeView > .code-view--idle { color: $text-disabled; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "cursor(-1)", show=False),
@@ -150,6 +165,7 @@ class CodeView(ScrollView, can_focus=True):
             self._number_width()
             + (SOURCE_WIDTH if self.document.source_lines else 0)
             + (TAG_WIDTH if self.document.marks else 0)
+            + (COUNT_WIDTH if self.document.executed else 0)
         )
 
     def _number_width(self) -> int:
@@ -208,6 +224,18 @@ class CodeView(ScrollView, can_focus=True):
         if doc.marks:
             tag = TAGS.get(family, family)[: TAG_WIDTH - 1] if family else ""
             gutter.append(Segment(f"{tag:<{TAG_WIDTH - 1}} ", line_style + self._tag_style()))
+        if doc.executed:  # the profiled call's counts: warp instructions, predicated-on threads
+            counts = doc.executed.get(index)
+            shown = (
+                f"{short_count(counts.executed):>5} {short_count(counts.predicated_on):>5}" if counts else ""
+            )
+            style = "code-view--count" if counts and counts.executed else "code-view--idle"
+            gutter.append(
+                Segment(
+                    f"{shown:>{COUNT_WIDTH - 1}} ",
+                    line_style + self.get_component_rich_style(style, partial=True),
+                )
+            )
         code_width = max(0, width - self._gutter_width())
         code = self._code_strip(index).crop(scroll_x, scroll_x + code_width).apply_style(line_style)
         return Strip.join([Strip(gutter), code]).extend_cell_length(width, line_style)
