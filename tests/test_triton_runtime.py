@@ -35,7 +35,9 @@ def entry(tmp_path_factory: pytest.TempPathFactory) -> Path:
     task = resolve_task(GEMM)
     source = (DATA / "gemm_tma.py").read_text()
     stage = asyncio.run(
-        build_triton(source, task, task.workload(None), get_target("hopper"), cache_dir=tmp_path_factory.mktemp("c"))
+        build_triton(
+            source, task, task.workload(None), get_target("hopper"), cache_dir=tmp_path_factory.mktemp("c")
+        )
     )
     assert stage.status == "passed", stage.message
     return Path(stage.cubin_path).parent
@@ -47,7 +49,11 @@ def test_the_trace_keeps_each_kernels_key_metadata_and_launcher_signature(entry:
     assert len(kernels) >= 2 and own_kernels(entry) == ["gemm_tma"]
     for kernel in kernels:
         signature, layouts = launcher_inputs(kernel)
-        assert signature[:3] == ["tensordesc<bf16[128, 64]>", "tensordesc<bf16[128, 64]>", "tensordesc<bf16[128, 128]>"]
+        assert signature[:3] == [
+            "tensordesc<bf16[128, 64]>",
+            "tensordesc<bf16[128, 64]>",
+            "tensordesc<bf16[128, 128]>",
+        ]
         assert signature[3:6] == ["i32", "i32", "i32"] and layouts and len(layouts) == 3
         assert json.loads(kernel["metadata_json"])["name"] == "gemm_tma"
 
@@ -92,7 +98,9 @@ def _with(entry: Path, folder: Path, change) -> Path:
     (folder / "kernels" / "trace.json").write_text(json.dumps(report))
     for ptx in (entry / "kernels").glob("*.ptx"):
         (folder / "kernels" / ptx.name).write_bytes(ptx.read_bytes())
-        (folder / "kernels" / ptx.with_suffix(".cubin").name).write_bytes(ptx.with_suffix(".cubin").read_bytes())
+        (folder / "kernels" / ptx.with_suffix(".cubin").name).write_bytes(
+            ptx.with_suffix(".cubin").read_bytes()
+        )
     return folder
 
 
@@ -104,7 +112,9 @@ def _with(entry: Path, folder: Path, change) -> Path:
         (lambda k: k.__setitem__("hash", "../../etc"), "key"),
         (lambda k: k.__setitem__("ptx", "../../../etc/passwd"), "outside the build"),
         (
-            lambda k: k.__setitem__("metadata_json", k["metadata_json"].replace('"name": "gemm_tma"', '"name": "x"')),
+            lambda k: k.__setitem__(
+                "metadata_json", k["metadata_json"].replace('"name": "gemm_tma"', '"name": "x"')
+            ),
             "does not describe",
         ),
     ],

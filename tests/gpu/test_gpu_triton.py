@@ -50,7 +50,9 @@ def judged(executor, path: Path, task: str) -> EvalResult:
 
 
 @pytest.mark.parametrize(("name", "task"), [("gemm_tma.py", GEMM), ("attention_fwd.py", ATTENTION)])
-def test_a_triton_kernel_passes_every_tier_its_tensor_core_work_proven(executor, name: str, task: str) -> None:
+def test_a_triton_kernel_passes_every_tier_its_tensor_core_work_proven(
+    executor, name: str, task: str
+) -> None:
     result = judged(executor, DATA / name, task)
     assert result.status == Status.passed, result.message
     assert [t.fresh_addresses for t in result.stages.correctness.trials][-1]

@@ -89,7 +89,9 @@ def _metadata(kernel: dict) -> str:
         not isinstance(target, dict)
         or metadata.get("name") != kernel["entry"]
         or metadata.get("hash") != kernel["hash"]
-        or not all(isinstance(target.get(k), t) for k, t in (("backend", str), ("arch", int), ("warp_size", int)))
+        or not all(
+            isinstance(target.get(k), t) for k, t in (("backend", str), ("arch", int), ("warp_size", int))
+        )
     ):
         raise RuntimeRefused(f"the trace's metadata does not describe kernel {kernel['entry']!r}")
     return kernel["metadata_json"]
@@ -245,15 +247,15 @@ def open_candidate(entry: Path, arch: int) -> Opened:
     runtime = entry / RUNTIME_DIR
     ready = json.loads((runtime / READY_NAME).read_text())
     _point_triton_at(runtime)
+    # What a first call imports (autotuning, TMA descriptors), imported while code may still be mapped.
+    import triton.testing
+    import triton.tools.tensor_descriptor  # noqa: F401
     from triton import knobs
     from triton.backends.nvidia import compiler as nvidia_compiler
     from triton.backends.nvidia import driver as nvidia
     from triton.runtime import driver
     from triton.runtime.build import compile_module_from_src
     from triton.runtime.cache import FileCacheManager
-
-    import triton.testing  # noqa: F401 - what autotuning imports at the first call
-    import triton.tools.tensor_descriptor  # noqa: F401
 
     driver.active.utils  # noqa: B018 - loads cuda_utils from the cache
     # ptxas's version is part of every kernel's key; ldconfig finds libcuda for the launchers. Both are

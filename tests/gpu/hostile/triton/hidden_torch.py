@@ -1,7 +1,6 @@
 """Hostile: torch work only where the trace cannot see it. On the build's meta tensors `get_device()` is
 -1, so the trace records nothing; on the GPU every call also runs torch's elementwise kernels."""
 
-import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor

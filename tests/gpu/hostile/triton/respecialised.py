@@ -1,7 +1,6 @@
 """Hostile: a launch specialised otherwise on the GPU than in the build's trace (another block size
 where `get_device()` says a real device), so the kernel that would run is one the static tier never judged."""
 
-import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
