@@ -27,7 +27,7 @@ DATA = Path(__file__).parent / "data" / "ncu"
 TUI_DATA = Path(__file__).parent / "data" / "tui"
 PROBE = "_Z14families_probePfmm"
 STAND_IN = r"""
-import sys, time
+import os, sys, time
 from pathlib import Path
 args = sys.argv[1:]
 here = Path(sys.argv[0]).parent
@@ -39,6 +39,8 @@ if "-i" in args:  # printing a page of the exported report
     sys.exit(0)
 log = Path(args[args.index("--log-file") + 1])
 workdir = Path(args[args.index("once") + 1])
+while os.environ.get("PTXWB_HOLD") and not (workdir / "start").exists():  # as the held child waits
+    time.sleep(0.01)
 (workdir / "ready").touch()
 while not (workdir / "request.json").exists():
     time.sleep(0.01)
@@ -191,3 +193,18 @@ def test_a_spare_ncu_run_with_other_sections_than_asked_is_replaced(tmp_path: Pa
         again.close()
     finally:
         worker.close()
+
+
+def test_a_held_run_goes_no_further_until_started_then_serves_as_any(tmp_path: Path) -> None:
+    ncu = stand_in(tmp_path, str(DATA / "wgmma_gemm_m256_raw_details.csv"))
+    run = ProfiledProcess(ncu, "hopper", ["python", "-m", "workbench.evaluate.child"], held=True)
+    try:
+        time.sleep(1.0)
+        assert run.alive() and not (run.workdir / "ready").exists()  # started, holding
+        run.submit("lib.so", {"axes": {}})  # submitting starts it
+        assert wait_for(run.workdir / "ready", os.getpid())
+        run.go()
+        assert run.wait(20) and run.returncode == 0
+        assert parse_raw_csv(run.report())
+    finally:
+        run.close()

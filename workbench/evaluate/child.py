@@ -123,8 +123,13 @@ def once(workdir: str, parent: int) -> int:
     from workbench.evaluate.inputs import make_inputs, make_outputs
     from workbench.evaluate.isolation import TOOL_ENV
 
+    from workbench.evaluate.isolation import HOLD_ENV
+
     folder = Path(workdir)
     _close_tool_logs()
+    # A spare started while another candidate is profiled: no CUDA context until the worker says so.
+    if os.environ.get(HOLD_ENV) and not wait_for(folder / "start", parent):
+        return 3
     torch.cuda.init()
     torch.zeros(1, device="cuda")
     (folder / "ready").touch()

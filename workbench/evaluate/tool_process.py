@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from workbench.evaluate.demangle import demangle
-from workbench.evaluate.isolation import TOOL_ENV, CappedOutput, kill_group
+from workbench.evaluate.isolation import HOLD_ENV, TOOL_ENV, CappedOutput, kill_group
 from workbench.evaluate.profile import import_commands, ncu_command, report_file
 from workbench.evaluate.source_counters import SourcePageError, own_kernels, parse_source_page, stored
 
@@ -61,8 +61,13 @@ class ToolProcess:
         command: Callable[[list[str], str], list[str]],
         child_argv: Sequence[str],
         env: dict[str, str] | None = None,
+        held: bool = False,
     ) -> None:
-        """`command(app, log_file)` is the tool's command line around the child `app`."""
+        """`command(app, log_file)` is the tool's command line around the child `app`; a `held` child
+        imports, then waits for `start()` before it makes its CUDA context."""
+        self.held = held
+        if held:
+            env = {**(env or {}), HOLD_ENV: "1"}
         self.workdir = Path(tempfile.mkdtemp(prefix="ptxwb-once-"))
         self.logdir = Path(tempfile.mkdtemp(prefix="ptxwb-tool-"))
         # The tool's and the child's temporary files: the one folder besides the tool's lock and the
@@ -87,8 +92,15 @@ class ToolProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def start(self) -> None:
+        """A held child may go on to the GPU."""
+        if self.held:
+            (self.workdir / "start").touch()
+            self.held = False
+
     def submit(self, library: str, spec: dict) -> None:
         """The candidate to load and the inputs to make; written whole, then renamed into place."""
+        self.start()
         partial = self.workdir / "request.json.partial"
         partial.write_text(json.dumps({"library": library, "spec": spec}))
         partial.rename(self.workdir / "request.json")
@@ -141,14 +153,21 @@ class ProfiledProcess(ToolProcess):
     TOOL = "ncu"
 
     def __init__(
-        self, ncu: str, target: str, child_argv: Sequence[str], source_counters: bool = False
+        self,
+        ncu: str,
+        target: str,
+        child_argv: Sequence[str],
+        source_counters: bool = False,
+        held: bool = False,
     ) -> None:
         self.ncu = ncu
         self.target = target
         self.source_counters = source_counters
         self._pages: tuple[str, str] | None = None
         super().__init__(
-            lambda app, log: ncu_command(ncu, log, target, app, source_counters=source_counters), child_argv
+            lambda app, log: ncu_command(ncu, log, target, app, source_counters=source_counters),
+            child_argv,
+            held=held,
         )
 
     def _imported(self) -> tuple[str, str]:
@@ -206,9 +225,10 @@ class SanitizedProcess(ToolProcess):
     LOG_NAME = "sanitizer.log"
     TOOL = "memcheck"
 
-    def __init__(self, sanitizer: str, child_argv: Sequence[str]) -> None:
+    def __init__(self, sanitizer: str, child_argv: Sequence[str], held: bool = False) -> None:
         super().__init__(
             lambda app, log: sanitizer_command(sanitizer, log, app),
             child_argv,
             env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+            held=held,
         )

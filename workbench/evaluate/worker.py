@@ -346,9 +346,9 @@ class Session:
         elif name == "timing":
             result = self._timing(int(request.get("warmup", 10)), int(request.get("iterations", 50)))
         elif name == "dynamic":
-            # This runner is done with: the next one imports Python and torch now, while ncu replays this
-            # candidate's kernels, and makes its CUDA context only once ncu is done (a context made
-            # during the replay slowed ncu by as much as it saved, on the H200).
+            # This runner is done with: the next candidate's runner, ncu run and memcheck run start now,
+            # while ncu replays this one's kernels, and make their CUDA contexts only once this candidate
+            # ends (a context made during the replay slowed ncu by as much as it saved, on the H200).
             self.worker.hold_spare(self.device)
             result = self._dynamic()
         else:
@@ -593,7 +593,7 @@ class Worker:
         self.out = out
         self.session: Session | None = None
         self.spare: tuple[str, Child] | None = None
-        self.spare_held = False  # the spare waits for `start` before touching the GPU
+        self.spare_held = False  # the spare runner waits for `start` before touching the GPU
         self.judges: dict[str, Child] = {}
         self.spare_profiler: ProfiledProcess | None = None
         self.spare_sanitizer: SanitizedProcess | None = None
@@ -668,15 +668,27 @@ class Worker:
         return sanitizer or SanitizedProcess(self.sanitizer_tool, child_argv())
 
     def hold_spare(self, device: str) -> None:
-        """Start the next candidate's runner as far as it goes without the GPU: its imports."""
+        """Start the next candidate's processes as far as they go without the GPU: the tools' own start
+        and the imports of their children and of the runner."""
         if self.spare is None:
             self.spare = (device, Child(child_argv(), env={"PTXWB_DEVICE": device, HOLD_ENV: "1"}))
             self.spare_held = True
+        if device == "cpu":
+            return
+        if self.spare_profiler is None and self.can_profile and self.target:
+            self.spare_profiler = ProfiledProcess(
+                self.ncu, self.target, child_argv(), self.source_counters, held=True
+            )
+        if self.spare_sanitizer is None and self.sanitizer_tool:
+            self.spare_sanitizer = SanitizedProcess(self.sanitizer_tool, child_argv(), held=True)
 
     def _release_spare(self) -> None:
         if self.spare is not None and self.spare_held:
             self.spare[1].send({"cmd": "start"})
         self.spare_held = False
+        for tool in (self.spare_profiler, self.spare_sanitizer):
+            if tool is not None:
+                tool.start()
 
     def warm_spare(self, device: str, profiler: bool = True) -> None:
         """Start the next candidate's processes now, so their start-up is off the clock: its runner, its
