@@ -144,3 +144,17 @@ def test_the_runners_autotune_choice_is_the_only_config_a_tool_process_runs(entr
     first = module.gemm_tma.configs[0]
     untuned.seed({})  # no choice made (memcheck's smallest workload): the first config, no tuning
     assert module.gemm_tma.configs == [first]
+
+
+def test_a_runtime_cache_that_cannot_be_made_is_one_line_of_why(entry: Path) -> None:
+    """Here, with no libcuda, Triton's launchers cannot be compiled: the GPU executor gets the last line
+    the preparation printed, for an infrastructure_error verdict."""
+    from workbench.evaluate.gpu_executor import _triton_runtime
+    from workbench.evaluate.result import BuildStage
+
+    if any(Path(d, "libcuda.so.1").exists() for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib")):
+        pytest.skip("this machine has libcuda: the preparation would succeed")
+    build = BuildStage(status="passed", message="", cubin_path=str(entry / "kernel.cubin"))
+    why = asyncio.run(_triton_runtime(build, 120.0))
+    assert isinstance(why, str) and why.startswith("preparing Triton's runtime cache failed: ")
+    assert "\n" not in why and not (entry / "runtime").exists()  # nothing half-made left in place

@@ -21,8 +21,34 @@ pytestmark = pytest.mark.gpu
 pytest.importorskip("triton")
 
 DATA = Path(__file__).parents[1] / "data" / "triton"
-HOSTILE = Path(__file__).parent / "hostile" / "triton"
 GEMM, ATTENTION = "gemm_n7168_k5120", "mha_with_lse_d128"
+# The hostile kernels are the honest TMA GEMM changed at test time, as the CUDA corpus is composed.
+HONEST = (DATA / "gemm_tma.py").read_text()
+HEAD, RUN = HONEST.split("def run(A, B, C):\n")
+AUTOTUNE = HEAD[HEAD.index("@triton.autotune(") : HEAD.index("@triton.jit")]
+
+
+def hidden_torch() -> str:
+    """Torch work only where the trace cannot see it: on the build's meta tensors `get_device()` is -1,
+    so the trace records nothing; on the GPU every call also runs torch's elementwise kernels."""
+    guard = "    if A.get_device() >= 0:  # a real GPU, not the build's trace\n        A = (A + A) * 0.5\n"
+    return HEAD + "def run(A, B, C):\n" + guard + RUN
+
+
+def respecialised() -> str:
+    """A launch specialised otherwise on the GPU than in the build's trace (another block size where
+    `get_device()` says a real device): the kernel that would run is one the static tier never judged."""
+    return HEAD.replace(AUTOTUNE, "") + (
+        "def run(A, B, C):\n"
+        "    M, K = A.shape\n"
+        "    N = B.shape[0]\n"
+        "    block_k = 32 if A.get_device() >= 0 else 64\n"
+        "    a_desc = TensorDescriptor.from_tensor(A, [128, block_k])\n"
+        "    b_desc = TensorDescriptor.from_tensor(B, [128, block_k])\n"
+        "    c_desc = TensorDescriptor(C, C.shape, C.stride(), [128, 128])\n"
+        "    grid = (triton.cdiv(M, 128), triton.cdiv(N, 128))\n"
+        "    gemm_tma[grid](a_desc, b_desc, c_desc, M, N, K, BLOCK_M=128, BLOCK_N=128, BLOCK_K=block_k, num_warps=8)\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +61,13 @@ def executor(tmp_path_factory: pytest.TempPathFactory):
     loop.close()
 
 
-def judged(executor, path: Path, task: str) -> EvalResult:
+def judged(executor, name: str, source: str, task: str) -> EvalResult:
     loop, local = executor
-    request = EvalRequest(task=task, target="hopper", source=path.read_text(), language="triton")
+    request = EvalRequest(task=task, target="hopper", source=source, language="triton")
     result = loop.run_until_complete(local.evaluate(request))
     timing = result.stages.timing
     print(
-        f"\n{path.name} on {task}: {result.status.value} | {result.message}\n"
+        f"\n{name} on {task}: {result.status.value} | {result.message}\n"
         f"  speedup {timing.speedup} | dynamic {result.stages.dynamic.status.value}: "
         f"{result.stages.dynamic.executed_families} share {result.stages.dynamic.tensor_share}\n"
         f"  phases {result.phases_s}"
@@ -53,7 +79,7 @@ def judged(executor, path: Path, task: str) -> EvalResult:
 def test_a_triton_kernel_passes_every_tier_its_tensor_core_work_proven(
     executor, name: str, task: str
 ) -> None:
-    result = judged(executor, DATA / name, task)
+    result = judged(executor, name, (DATA / name).read_text(), task)
     assert result.status == Status.passed, result.message
     assert [t.fresh_addresses for t in result.stages.correctness.trials][-1]
     dynamic = result.stages.dynamic
@@ -65,14 +91,14 @@ def test_a_triton_kernel_passes_every_tier_its_tensor_core_work_proven(
 
 
 def test_torch_work_the_trace_never_saw_is_a_foreign_kernel(executor) -> None:
-    result = judged(executor, HOSTILE / "hidden_torch.py", GEMM)
+    result = judged(executor, "hidden_torch.py", hidden_torch(), GEMM)
     assert result.stages.build.status == Status.passed  # the ban and the trace cannot see it
     assert result.status == Status.foreign_kernel, result.message
     assert "not defined in the candidate's module" in result.message
 
 
 def test_a_launch_specialised_otherwise_than_traced_runs_nothing_unjudged(executor) -> None:
-    result = judged(executor, HOSTILE / "respecialised.py", GEMM)
+    result = judged(executor, "respecialised.py", respecialised(), GEMM)
     assert result.stages.build.status == Status.passed and result.stages.static.status == Status.passed
     assert result.status == Status.runtime_error, result.message
     assert "only kernels the build compiled and judged may run" in result.message

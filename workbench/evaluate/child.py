@@ -121,9 +121,7 @@ def once(workdir: str, parent: int) -> int:
 
     from workbench.evaluate import sandbox
     from workbench.evaluate.inputs import make_inputs, make_outputs
-    from workbench.evaluate.isolation import TOOL_ENV
-
-    from workbench.evaluate.isolation import HOLD_ENV
+    from workbench.evaluate.isolation import HOLD_ENV, TOOL_ENV
 
     folder = Path(workdir)
     _close_tool_logs()
@@ -143,8 +141,7 @@ def once(workdir: str, parent: int) -> int:
     if spec.get("triton_entry"):
         from workbench.evaluate import triton_runtime
 
-        major, minor = torch.cuda.get_device_capability()
-        opened = triton_runtime.open_candidate(Path(spec["triton_entry"]), major * 10 + minor)
+        opened = triton_runtime.open_candidate(Path(spec["triton_entry"]))
     torch.cuda.synchronize()
     if sandbox.available():
         close_tool_doors(os.environ.get(TOOL_ENV, ""))

@@ -33,7 +33,7 @@ from workbench.evaluate.result import (
 )
 from workbench.evaluate.sass import static_stage
 from workbench.evaluate.triton_build import SOURCE_NAME as TRITON_SOURCE
-from workbench.evaluate.triton_build import build_triton
+from workbench.evaluate.triton_build import build_triton, run_tool
 from workbench.evaluate.triton_runtime import RuntimeRefused, own_kernels
 from workbench.evaluate.worker import module_kernels
 from workbench.evaluate.worker_client import WorkerClient, WorkerError
@@ -52,19 +52,13 @@ async def _triton_runtime(build: BuildStage, timeout_s: float) -> tuple[Path, li
     if build.cubin_path is None:
         return "the Triton build left no kernels"
     entry = Path(build.cubin_path).parent
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "workbench.evaluate.triton_runtime", str(entry),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        output, _ = await asyncio.wait_for(process.communicate(), timeout=timeout_s)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
+    command = [sys.executable, "-m", "workbench.evaluate.triton_runtime", str(entry)]
+    finished = await run_tool(command, entry, timeout_s)
+    if finished.returncode is None:
         return f"preparing Triton's runtime cache took over {timeout_s:g} s"
-    if process.returncode != 0:
-        lines = output.decode(errors="replace").strip().splitlines()
-        return f"preparing Triton's runtime cache failed: {lines[-1] if lines else f'exit {process.returncode}'}"
+    if finished.returncode != 0:
+        lines = finished.output.strip().splitlines()
+        return f"preparing Triton's runtime cache failed: {lines[-1] if lines else f'exit {finished.returncode}'}"
     try:
         return entry, own_kernels(entry)
     except (OSError, ValueError, RuntimeRefused) as exc:

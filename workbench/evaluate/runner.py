@@ -119,13 +119,16 @@ class Runner:
         self.baselines: list[Baseline] = []
         self.run = None
         self.triton = None  # triton_runtime.Opened, for a Triton candidate
-        self.library_modules = LIBRARY_MODULES
         self.prints: dict[str, str] = {}
         self.library_prints: dict[str, str] = {}
 
     def synchronize(self) -> None:
         if self.device != "cpu":
             torch.cuda.synchronize()
+
+    @property
+    def library_modules(self) -> tuple[str, ...]:
+        return LIBRARY_MODULES + (TRITON_MODULES if self.triton is not None else ())
 
     def _extra(self) -> dict[str, object]:
         """What the fingerprint covers beyond the harness modules: the objects this runner holds."""
@@ -179,9 +182,7 @@ class Runner:
         if spec.get("triton_entry"):
             from workbench.evaluate import triton_runtime
 
-            major, minor = torch.cuda.get_device_capability()
-            self.triton = triton_runtime.open_candidate(Path(spec["triton_entry"]), major * 10 + minor)
-            self.library_modules = LIBRARY_MODULES + TRITON_MODULES
+            self.triton = triton_runtime.open_candidate(Path(spec["triton_entry"]))
         self.synchronize()
         sandboxed = sandbox.available()
         if sandboxed:

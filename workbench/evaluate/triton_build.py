@@ -163,14 +163,14 @@ def _trim(output: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Finished:
+class Finished:
     returncode: int | None  # None: killed at the timeout
     output: str
 
 
-async def _run(
+async def run_tool(
     command: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None
-) -> _Finished:
+) -> Finished:
     """One tool run in its own session (a timeout ends it and its children), output merged."""
     process = await asyncio.create_subprocess_exec(
         *command,
@@ -188,8 +188,8 @@ async def _run(
         await process.wait()
         if isinstance(exc, asyncio.CancelledError):
             raise
-        return _Finished(None, "")
-    return _Finished(process.returncode, stdout.decode(errors="replace"))
+        return Finished(None, "")
+    return Finished(process.returncode, stdout.decode(errors="replace"))
 
 
 def _child_env(work: Path) -> dict[str, str]:
@@ -284,7 +284,7 @@ async def _assemble(
         command = [str(toolchain.ptxas), "-lineinfo", *([] if kernel["fp_fusion"] else ["--fmad=false"])]
         command += ["-v", f"--gpu-name={target.sm}", ptx.name, "-o", cubin.name]
         commands.append([Path(command[0]).name, *command[1:]])
-        finished = await _run(command, folder, timeout_s)
+        finished = await run_tool(command, folder, timeout_s)
         outputs.append(finished.output)
         if finished.returncode != 0:
             status = Status.timeout if finished.returncode is None else Status.compile_error
@@ -417,7 +417,7 @@ async def _build_in(
     (work / "request.json").write_text(json.dumps(request))
     command = [sys.executable, "-m", "workbench.evaluate.triton_trace", str(work / "request.json")]
     started = time.perf_counter()
-    finished = await _run(command, work, timeout_s, _child_env(work))
+    finished = await run_tool(command, work, timeout_s, _child_env(work))
     output = finished.output.replace(f"{work}/", "")
     if finished.returncode is None:
         return BuildStage(

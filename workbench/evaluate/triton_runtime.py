@@ -150,7 +150,8 @@ def write_groups(entry: Path, folder: Path, final: Path) -> list[list]:
 
 
 def _compile_launchers(launchers: list[list]) -> None:
-    """Triton's glue for each signature and its driver utilities, compiled (or found) in its cache."""
+    """Triton's glue for each signature and its driver utilities (the libcuda lookup too), compiled or
+    found in its cache, and loaded."""
     from triton.backends.nvidia import driver as nvidia
     from triton.runtime.build import compile_module_from_src
 
@@ -194,7 +195,6 @@ class Opened:
 
     def __init__(self, entry: Path) -> None:
         self.entry = entry
-        self.cache_class: type | None = None
         self._module: types.ModuleType | None = None
 
     def module(self) -> types.ModuleType:
@@ -242,37 +242,29 @@ class Opened:
             tuner.configs = [tuner.configs[index]]
 
 
-def open_candidate(entry: Path, arch: int) -> Opened:
+def open_candidate(entry: Path) -> Opened:
     """Before the doors close: Triton on the runtime cache, every piece of host code it needs loaded."""
     runtime = entry / RUNTIME_DIR
     ready = json.loads((runtime / READY_NAME).read_text())
     _point_triton_at(runtime)
     # What a first call imports (autotuning, TMA descriptors), imported while code may still be mapped.
+    import torch
     import triton.testing
     import triton.tools.tensor_descriptor  # noqa: F401
     from triton import knobs
     from triton.backends.nvidia import compiler as nvidia_compiler
-    from triton.backends.nvidia import driver as nvidia
     from triton.runtime import driver
-    from triton.runtime.build import compile_module_from_src
     from triton.runtime.cache import FileCacheManager
 
-    driver.active.utils  # noqa: B018 - loads cuda_utils from the cache
-    # ptxas's version is part of every kernel's key; ldconfig finds libcuda for the launchers. Both are
-    # processes, run once here and remembered by Triton.
-    nvidia_compiler.get_ptxas_version(arch)
-    _ = nvidia_compiler.get_ptxas(arch).version
-    library_dirs = nvidia.library_dirs()
-    for signature, layouts in ready["launchers"]:
-        signature = [_signature(item) for item in signature]
-        glue = nvidia.make_launcher({}, dict(enumerate(signature)), layouts)
-        compile_module_from_src(
-            src=glue,
-            name=LAUNCHER_NAME,
-            library_dirs=library_dirs,
-            include_dirs=nvidia.include_dirs,
-            libraries=nvidia.libraries,
-        )
+    driver.active.utils  # noqa: B018 - the active driver, its utilities loaded from the cache
+    # ptxas's version is part of every kernel's key: a process, run once here and remembered by Triton.
+    major, minor = torch.cuda.get_device_capability()
+    nvidia_compiler.get_ptxas_version(major * 10 + minor)
+    _ = nvidia_compiler.get_ptxas(major * 10 + minor).version
+    # Found in the cache, not compiled: loaded, so their code is mapped while it still may be.
+    _compile_launchers(
+        [[[_signature(item) for item in signature], layouts] for signature, layouts in ready["launchers"]]
+    )
 
     class RuntimeCache(FileCacheManager):
         """The runtime cache, read only: a miss is a kernel the build never compiled."""
@@ -290,9 +282,7 @@ def open_candidate(entry: Path, arch: int) -> Opened:
             )
 
     knobs.cache.manager_class = RuntimeCache
-    opened = Opened(entry)
-    opened.cache_class = RuntimeCache
-    return opened
+    return Opened(entry)
 
 
 def main() -> None:

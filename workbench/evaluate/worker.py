@@ -349,7 +349,7 @@ class Session:
             # This runner is done with: the next candidate's runner, ncu run and memcheck run start now,
             # while ncu replays this one's kernels, and make their CUDA contexts only once this candidate
             # ends (a context made during the replay slowed ncu by as much as it saved, on the H200).
-            self.worker.hold_spare(self.device)
+            self.worker.warm_spare(self.device, held=True)
             result = self._dynamic()
         else:
             result = {"status": "infrastructure_error", "message": f"unknown stage {name!r}"}
@@ -435,7 +435,11 @@ class Session:
         # Memcheck gets its full time where it decides (a pass) or explains (a crash). A hang hangs under
         # memcheck too (it has run beside the call all along: one more second), and any other failure is
         # already a verdict: there it gets no more than a call.
-        limits = {"passed": self.timeouts["sanitize_s"], "runtime_error": self.timeouts["sanitize_s"], "timeout": 1.0}
+        limits = {
+            "passed": self.timeouts["sanitize_s"],
+            "runtime_error": self.timeouts["sanitize_s"],
+            "timeout": 1.0,
+        }
         limit = limits.get(status, self.call_s)
         if not tool.wait(limit):
             return None if status != "passed" else f"memcheck gave no answer within {limit:g} s (not judged)"
@@ -667,42 +671,32 @@ class Worker:
         assert self.sanitizer_tool is not None
         return sanitizer or SanitizedProcess(self.sanitizer_tool, child_argv())
 
-    def hold_spare(self, device: str) -> None:
-        """Start the next candidate's processes as far as they go without the GPU: the tools' own start
-        and the imports of their children and of the runner."""
+    def warm_spare(self, device: str, held: bool = False) -> None:
+        """Start the next candidate's processes now, so their start-up is off the clock: its runner, its
+        ncu run for the last target, its memcheck run. `held` ones go as far as they can without the GPU
+        (the tools' own start, their children's and the runner's imports) and wait to be released."""
+        if not held:
+            self._release_spare()
         if self.spare is None:
-            self.spare = (device, Child(child_argv(), env={"PTXWB_DEVICE": device, HOLD_ENV: "1"}))
-            self.spare_held = True
+            env = {"PTXWB_DEVICE": device, **({HOLD_ENV: "1"} if held else {})}
+            self.spare, self.spare_held = (device, Child(child_argv(), env=env)), held
         if device == "cpu":
             return
         if self.spare_profiler is None and self.can_profile and self.target:
             self.spare_profiler = ProfiledProcess(
-                self.ncu, self.target, child_argv(), self.source_counters, held=True
+                self.ncu, self.target, child_argv(), self.source_counters, held=held
             )
         if self.spare_sanitizer is None and self.sanitizer_tool:
-            self.spare_sanitizer = SanitizedProcess(self.sanitizer_tool, child_argv(), held=True)
+            self.spare_sanitizer = SanitizedProcess(self.sanitizer_tool, child_argv(), held=held)
 
     def _release_spare(self) -> None:
+        """Held spares may make their CUDA contexts now."""
         if self.spare is not None and self.spare_held:
             self.spare[1].send({"cmd": "start"})
         self.spare_held = False
         for tool in (self.spare_profiler, self.spare_sanitizer):
             if tool is not None:
                 tool.start()
-
-    def warm_spare(self, device: str, profiler: bool = True) -> None:
-        """Start the next candidate's processes now, so their start-up is off the clock: its runner, its
-        ncu run for the last target (unless `profiler` is False: this candidate's is still running), its
-        memcheck run."""
-        self._release_spare()
-        if self.spare is None:
-            self.spare = (device, Child(child_argv(), env={"PTXWB_DEVICE": device}))
-        if device == "cpu":
-            return
-        if profiler and self.spare_profiler is None and self.can_profile and self.target:
-            self.spare_profiler = ProfiledProcess(self.ncu, self.target, child_argv(), self.source_counters)
-        if self.spare_sanitizer is None and self.sanitizer_tool:
-            self.spare_sanitizer = SanitizedProcess(self.sanitizer_tool, child_argv())
 
     def reply(self, request: dict, message: dict) -> None:
         if "id" in request:
