@@ -133,21 +133,18 @@ def test_python_inside_the_candidate_process_cannot_rewrite_its_verdict(
     assert stages_of(worker, libraries)["correctness"]["status"] == "passed"
 
 
-def test_the_next_runner_starts_while_the_dynamic_tier_runs_not_after_the_verdict(libraries) -> None:
-    # warm=False: nothing is started when the candidate ends, so a spare alive now was started during
-    # the dynamic stage, once this candidate's runner had done its last call; it waits for the GPU.
-    worker = CpuWorker()
-    try:
-        library = build_cpu({}, libraries)
-        reply = worker.evaluate(library, stages=("correctness", "timing", "dynamic"), warm=False)
-        assert reply["stages"]["dynamic"]["status"] == "not_run"
-        spare = worker.worker.spare
-        assert spare is not None and spare[0] == "cpu" and spare[1].alive() and worker.worker.spare_held
-        again = worker.evaluate(library, stages=("correctness",), warm=False)
-        assert again["stages"]["correctness"]["status"] == "passed"
-        assert worker.worker.spare is None and not worker.worker.spare_held  # the second candidate took it
-    finally:
-        worker.close()
+def test_the_next_runner_starts_while_the_dynamic_tier_runs_not_after_the_verdict(worker, libraries) -> None:
+    # warm=False: nothing is started when the candidate ends, so a held spare alive now was started
+    # during the dynamic stage, once this candidate's runner had done its last call (only that stage
+    # starts one held); it waits for the GPU.
+    library = build_cpu({}, libraries)
+    reply = worker.evaluate(library, stages=("correctness", "timing", "dynamic"), warm=False)
+    assert reply["stages"]["dynamic"]["status"] == "not_run"
+    spare = worker.worker.spare
+    assert spare is not None and spare[0] == "cpu" and spare[1].alive() and worker.worker.spare_held
+    again = worker.evaluate(library, stages=("correctness",), warm=False)
+    assert again["stages"]["correctness"]["status"] == "passed"
+    assert worker.worker.spare is None and not worker.worker.spare_held  # the second candidate took it
 
 
 def test_a_held_spare_runner_goes_no_further_than_its_imports_until_told_to_start() -> None:
