@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from build_support import session_cache
 
-from tests.pack_support import GPU_DATA, PATTERN_CHECKS, extract_pattern_kernel, header_dirs
+from tests.pack_support import GPU_DATA, extract_pattern_kernel, header_dirs
 from workbench.evaluate.build import build
 from workbench.evaluate.result import Status
 from workbench.evaluate.toolchain import find_tool
@@ -202,38 +202,3 @@ def test_abi_example_builds_through_the_evaluators_build_stage(
     stage = asyncio.run(build(example.group(1), get_target(target), 300.0, session_cache(tmp_path_factory)))
     assert stage.status == Status.passed, stage.compiler_output
     assert stage.library_path and Path(stage.library_path).is_file()
-
-
-@needs_nvcc
-@needs_cuobjdump
-def test_blackwell_pattern_kernel_compiles_with_tcgen05(tmp_path: Path) -> None:
-    """The Blackwell warp-specialisation pattern, taken from its markdown, builds for sm_100a into
-    UTCHMMA + commits + TMEM loads + TMA, without spills (no B200 here to run it)."""
-    extract_pattern_kernel(tmp_path, "blackwell/patterns/warp_specialization.md")
-    cubin = tmp_path / "pattern.cubin"
-    done = subprocess.run(
-        [
-            str(find_tool("nvcc")),
-            "-std=c++17",
-            "-O2",
-            "-cubin",
-            "-gencode",
-            get_target("blackwell").gencode,
-            "-Xptxas",
-            "-v",
-            *(f"-I{d}" for d in header_dirs("blackwell")),
-            f"-I{tmp_path}",
-            "-o",
-            str(cubin),
-            str(PATTERN_CHECKS / "blackwell_ws_check.cu"),
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "0 bytes spill stores" in done.stderr
-    code = sass(cubin)
-    for opcode in ("UTCHMMA", "UTCBAR", "LDTM.x32", "UTMALDG"):
-        assert opcode in code, opcode

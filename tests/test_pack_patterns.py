@@ -29,8 +29,8 @@ from workbench.paths import knowledge_packs_dir
 from workbench.tasks.targets import get_target
 
 TARGETS = ("hopper", "blackwell")
-# Patterns that are algorithm outlines (no ```cuda block) and say so: FA3's backward is three kernels.
-OUTLINES = {"hopper/patterns/fa3_backward.md"}
+# Patterns that are outlines (no ```cuda block) and say so in their first lines.
+OUTLINES = {"hopper/patterns/fa3_backward.md", "blackwell/patterns/fa4_forward.md"}
 # The instructions each target's patterns must compile to.
 OPCODES = {"hopper": ("HGMMA.64x", "UTMALDG", "SYNCS"), "blackwell": ("UTCHMMA", "UTCBAR", "LDTM", "UTMALDG")}
 STAGES = re.compile(r"\b(\w+_STAGES) = (\d+)\b")
