@@ -79,3 +79,48 @@ def extract_pattern_kernel(out_dir: Path, pattern: str = WS_PATTERN) -> Path:
     path = out_dir / "pattern_kernel.cuh"
     path.write_text(pattern_kernel(pattern))
     return path
+
+
+# The GPU programs that run each compiled Hopper pattern (the pattern's code is their
+# `pattern_kernel.cuh`), and for two of them a mutant that brings back the bug the pattern avoids:
+# scale-d = 1 on the first MMA, which with poisoned accumulators must fail.
+HOPPER_HARNESSES = {
+    "hopper/patterns/warp_specialization.md": GPU_DATA / "pattern_ws_harness.cu",
+    "hopper/patterns/cluster_multicast.md": PATTERN_CHECKS / "hopper_cluster_harness.cu",
+    "hopper/patterns/fa3_forward.md": PATTERN_CHECKS / "hopper_fa3_harness.cu",
+}
+FIRST_STEP_MUTANTS = {
+    "hopper/patterns/cluster_multicast.md": ("(kt | k) != 0 ? 1u : 0u", "1u"),
+    "hopper/patterns/fa3_forward.md": ("(j > 0 || kk > 0) ? 1u : 0u", "1u"),
+}
+
+
+def harness_dir(target: str, pattern: str, out_dir: Path, mutant: bool = False) -> Path:
+    """Writes the poisoned pattern (optionally its first-step mutant) as `out_dir/pattern_kernel.cuh`."""
+    body = pattern_body(target, pattern, poison=True)
+    if mutant:
+        old, new = FIRST_STEP_MUTANTS[pattern]
+        assert body.count(old) == 1, f"{pattern}: mutant site {old!r} not found once"
+        body = body.replace(old, new)
+    (out_dir / "pattern_kernel.cuh").write_text(body)
+    return out_dir
+
+
+def harness_command(target: str, harness: Path, include: Path, exe: Path, *extra: str) -> list[str]:
+    from workbench.evaluate.toolchain import find_tool
+    from workbench.tasks.targets import get_target
+
+    return [
+        str(find_tool("nvcc")),
+        "-std=c++17",
+        "-O2",
+        "-gencode",
+        get_target(target).gencode,
+        *(f"-I{d}" for d in header_dirs(target)),
+        f"-I{include}",
+        f"-I{PATTERN_CHECKS}",
+        *extra,
+        "-o",
+        str(exe),
+        str(harness),
+    ]

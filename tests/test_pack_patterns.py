@@ -15,8 +15,12 @@ import pytest
 
 from tests.pack_support import (
     ABI,
+    FIRST_STEP_MUTANTS,
+    HOPPER_HARNESSES,
     SMEM_LIMIT,
     cuda_blocks,
+    harness_command,
+    harness_dir,
     header_dirs,
     library_blocks,
     pattern_kernel,
@@ -234,3 +238,33 @@ def test_mixing_cta_groups_is_a_compile_error(tmp_path: Path) -> None:
     done = nvcc(source, "blackwell", tmp_path / "mix.cubin", "-cubin")
     assert done.returncode != 0
     assert "cta_group::1" in done.stderr and "not allowed" in done.stderr, done.stderr
+
+
+def test_every_compiled_hopper_pattern_has_a_gpu_program() -> None:
+    hopper = {path for target, path in compiled_patterns() if target == "hopper"}
+    assert set(HOPPER_HARNESSES) == hopper
+    assert all(h.is_file() for h in HOPPER_HARNESSES.values())
+
+
+@pytest.mark.parametrize("pattern", sorted(FIRST_STEP_MUTANTS))
+def test_first_step_mutant_sites_exist(pattern: str, tmp_path: Path) -> None:
+    """The GPU test's mutants must change the code (harness_dir asserts the site is there once)."""
+    poisoned = (harness_dir("hopper", pattern, tmp_path) / "pattern_kernel.cuh").read_text()
+    mutant = (harness_dir("hopper", pattern, tmp_path, mutant=True) / "pattern_kernel.cuh").read_text()
+    assert poisoned != mutant and "0x7fc00000" in poisoned
+
+
+@needs_nvcc
+@pytest.mark.parametrize("pattern", sorted(HOPPER_HARNESSES))
+def test_poisoned_gpu_program_builds_clean_here(pattern: str, tmp_path: Path) -> None:
+    """The H200 test's program, with the pattern poisoned, builds here without spills or serialised
+    wgmma, so the GPU run can fail only on the GPU's verdict."""
+    harness = HOPPER_HARNESSES[pattern]
+    cmd = harness_command(
+        "hopper", harness, harness_dir("hopper", pattern, tmp_path), tmp_path / "h", "-Xptxas", "-v"
+    )
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "Potential Performance Loss" not in done.stderr, done.stderr
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", done.stderr)
+    assert spills and all(s == ("0", "0") for s in spills), done.stderr
