@@ -27,7 +27,7 @@ PAYLOADS = {
     "patch_harness": "import workbench.evaluate.kernel_trace as k\nk._Trace.collect = lambda self: None\n",
     "forge_reply": (
         "import os\nfd = int(os.environ['PTXWB_CHILD_FDS'].split(',')[1])\n"
-        "os.write(fd, b'{\"done\": true, \"changed\": []}\\n')\n"
+        'os.write(fd, b\'{"done": true, "changed": []}\\n\')\n'
     ),
     "patch_comparison": (
         "import workbench.evaluate.correctness as c\n"
@@ -110,7 +110,7 @@ def test_the_door_to_the_interpreter_passes_the_link_check(libraries) -> None:
     """Why the run-time layers exist: this library imports nothing but strlen, memcmp and strcmp."""
     library = build_cpu({"PAYLOAD": c_string(PAYLOADS["patch_harness"])}, libraries)
     report = check_library(library, "__tvm_ffi_run")
-    assert report.foreign_imports == [] and report.system_calls == 0
+    assert report.denials == [] and report.system_calls == 0
 
 
 @pytest.mark.parametrize(

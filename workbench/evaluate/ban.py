@@ -3,13 +3,17 @@
 A candidate must bring its own kernels. The scan rejects the vendor libraries (cuBLAS/cuBLASLt,
 cuDNN, CUTLASS/CuTe, CUB/Thrust), any `#include` outside a small allow-list, and dynamic loading
 (`dlopen`/`dlsym`, or a library file name in a string literal). Comments are ignored; string
-literals are scanned on their own. Every finding names its line and rule.
+literals are scanned on their own. Every finding names its line and rule, and whether it is `banned`
+(a library kernel, dynamic loading: what a cheater does) or `unsupported` (a header off the list, a
+profiler call: honest constructs the workbench does not run), with what to write instead.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from workbench.evaluate.tvm_ffi_symbols import Refusal
 
 # The toolkit's own headers. libcu++ (`cuda/...`: barrier, pipeline, ptx, std; `nv/target`) is allowed:
 # it wraps single PTX instructions and ships no kernels. CUB and Thrust are libraries of kernels: not allowed.
@@ -36,6 +40,19 @@ _CUDA_HEADERS = frozenset(
         "cuda_fp8.hpp",
         "cuda_fp6.h",
         "cuda_fp4.h",
+        "cuda_fp6.hpp",
+        "cuda_fp4.hpp",
+        "cuda_occupancy.h",
+        "cuComplex.h",
+        "sm_60_atomic_functions.h",
+        "sm_61_intrinsics.h",
+        "sm_32_intrinsics.h",
+        "sm_35_intrinsics.h",
+        "sm_30_intrinsics.h",
+        "sm_20_intrinsics.h",
+        "device_atomic_functions.h",
+        "device_double_functions.h",
+        "cuda_surface_types.h",
         "cuda_pipeline.h",
         "cuda_pipeline_primitives.h",
         "cuda_awbarrier.h",
@@ -173,6 +190,20 @@ _CODE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "starting or stopping the profiler is the evaluator's (it brackets the profiled call)",
     ),
 )
+# Rules whose findings are `unsupported` rather than `banned`, with what to write instead.
+_UNSUPPORTED: dict[str, str] = {
+    "include_not_allowed": "include only the CUDA toolkit's own headers (runtime, driver, cuda_bf16/fp16/fp8, "
+    "cooperative_groups, libcu++), tvm/ffi/* and the C/C++ standard library; bring the rest into your file",
+    "profiler_control": "remove the call: the evaluator starts and stops the profiler around the profiled call",
+}
+_INSTEAD: dict[str, str] = {
+    "cublas": "write the GEMM yourself (wgmma on Hopper, tcgen05 on Blackwell)",
+    "cudnn": "write the attention kernel yourself",
+    "cutlass": "write the kernel in plain CUDA with inline PTX",
+    "cub_thrust": "write the reduction or sort yourself",
+    "dynamic_loading": "call your own kernels and the CUDA runtime/driver directly",
+    "library_name": "call your own kernels and the CUDA runtime/driver directly",
+}
 
 # (rule, pattern over the contents of a string literal, why)
 _STRING_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
@@ -190,8 +221,20 @@ class BanFinding:
     text: str
     why: str
 
+    @property
+    def refusal(self) -> Refusal:
+        return Refusal.unsupported if self.rule in _UNSUPPORTED else Refusal.banned
+
     def describe(self) -> str:
-        return f"line {self.line}: [{self.rule}] {self.why}: {self.text}"
+        instead = _UNSUPPORTED.get(self.rule) or _INSTEAD.get(self.rule)
+        return f"line {self.line}: [{self.rule}] {self.why}: {self.text}" + (
+            f" (instead: {instead})" if instead else ""
+        )
+
+
+def refusal_of(findings: list[BanFinding]) -> Refusal:
+    """`banned` when any finding is what a cheater does; `unsupported` when all are merely not run here."""
+    return Refusal.banned if any(f.refusal == Refusal.banned for f in findings) else Refusal.unsupported
 
 
 @dataclass(frozen=True)
@@ -280,6 +323,28 @@ def _header_finding(line: int, header: str, text: str) -> BanFinding | None:
     return BanFinding(line, "include_not_allowed", text, f"{header} is not on the include allow-list")
 
 
+@dataclass(frozen=True)
+class Include:
+    line: int
+    directive: str  # include, include_next, import
+    header: str | None  # None when the directive names no header literally
+
+
+def includes(source: str, lexed: _Lexed | None = None) -> list[Include]:
+    """Every include-like directive outside comments, with its line."""
+    code = (lexed or _lex(source)).code.splitlines()
+    original = source.splitlines()
+    found: list[Include] = []
+    for number, line in enumerate(code, start=1):
+        match = _INCLUDE.match(line)
+        if not match:
+            continue
+        named = re.search(r"[<\"]([^>\"]+)[>\"]", original[number - 1] if number <= len(original) else "")
+        literal = re.match(r"[<\"]", match.group(2)) is not None and named is not None
+        found.append(Include(number, match.group(1), named.group(1).strip() if literal and named else None))
+    return found
+
+
 def scan(source: str) -> list[BanFinding]:
     """Every ban finding in `source`, in line order."""
     lexed = _lex(source)
@@ -290,34 +355,37 @@ def scan(source: str) -> list[BanFinding]:
     def shown(number: int) -> str:
         return original_lines[number - 1].strip() if number <= len(original_lines) else ""
 
+    directives = includes(source, lexed)
+    for item in directives:
+        if item.directive != "include":
+            findings.append(
+                BanFinding(
+                    item.line, "include_not_allowed", shown(item.line), f"#{item.directive} is not allowed"
+                )
+            )
+        elif item.header is None:
+            findings.append(
+                BanFinding(
+                    item.line,
+                    "include_not_allowed",
+                    shown(item.line),
+                    "#include must name a header literally",
+                )
+            )
+        else:
+            finding = _header_finding(item.line, item.header, shown(item.line))
+            if finding:
+                findings.append(finding)
+    include_lines = {item.line for item in directives}
     for number, code in enumerate(code_lines, start=1):
-        include = _INCLUDE.match(code)
-        if include:
-            directive = include.group(1)
-            target = re.match(r"[<\"]", include.group(2))
-            original = original_lines[number - 1] if number <= len(original_lines) else ""
-            named = re.search(r"[<\"]([^>\"]+)[>\"]", original)
-            if directive != "include":
-                findings.append(
-                    BanFinding(number, "include_not_allowed", shown(number), f"#{directive} is not allowed")
-                )
-            elif target is None or named is None:
-                findings.append(
-                    BanFinding(
-                        number, "include_not_allowed", shown(number), "#include must name a header literally"
-                    )
-                )
-            else:
-                finding = _header_finding(number, named.group(1).strip(), shown(number))
-                if finding:
-                    findings.append(finding)
+        if number in include_lines:
             continue
         for rule, pattern, why in _CODE_RULES:
             if pattern.search(code):
                 findings.append(BanFinding(number, rule, shown(number), why))
                 break
     for number, contents in lexed.strings:
-        if _INCLUDE.match(code_lines[number - 1] if number <= len(code_lines) else ""):
+        if number in include_lines:
             continue  # the header name of a quoted include was judged above
         for rule, pattern, why in _STRING_RULES:
             if pattern.search(contents):

@@ -23,13 +23,15 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from workbench.evaluate.ban import scan
+from workbench.evaluate.ban import refusal_of, scan
 from workbench.evaluate.demangle import demangle
 from workbench.evaluate.isolation import signal_group
-from workbench.evaluate.link_policy import BinutilsMissing, check_library
+from workbench.evaluate.link_policy import BinutilsMissing, LinkReport, check_library
 from workbench.evaluate.result import BuildStage, CompilerWarning, KernelResources, Status
 from workbench.evaluate.sass import SASS_NAME, disassemble
+from workbench.evaluate.symbol_origin import origin
 from workbench.evaluate.toolchain import find_tool
+from workbench.evaluate.tvm_ffi_symbols import Refusal
 from workbench.tasks.targets import Target
 
 CACHE_FORMAT = 4  # bump when the cache entry layout or the parsed report changes
@@ -130,6 +132,7 @@ def nvcc_command(target: Target, toolchain: BuildToolchain) -> list[str]:
         "-gencode", target.gencode,
         "-O3", "-lineinfo", "--ptxas-options=-v",
         "-shared", "-Xcompiler", "-fPIC", "-std=c++17",
+        "-Xcompiler", "-g1",  # host line tables: a refused symbol is traced to the user's line
         f"-I{toolchain.tvm_ffi_include}",
         f"-L{toolchain.tvm_ffi_lib_dir}", f"-Xlinker=-rpath={toolchain.tvm_ffi_lib_dir}",
         "-keep", "-keep-dir", "keep",
@@ -416,18 +419,8 @@ async def compile_source(
                 stage.status = Status.infrastructure_error
                 stage.message = str(exc)
                 return stage
-            if link.foreign_imports:
-                names = demangle(link.foreign_imports)
-                shown = [names.get(symbol, symbol) for symbol in link.foreign_imports]
-                stage.status = Status.banned
-                stage.message = (
-                    f"the library imports {shown[0]}"
-                    + (f" and {len(shown) - 1} more symbols" if len(shown) > 1 else "")
-                    + ": a kernel may call the CUDA runtime/driver, TVM-FFI's tensor and error functions and the "
-                    "C/C++ runtime's memory, string, output and math functions; nothing that looks up symbols, "
-                    "opens files, starts threads or processes, or reaches another process"
-                )
-                stage.errors = [f"undefined symbol not allowed: {name}" for name in shown[:MAX_ERRORS]]
+            if link.denials:
+                _refuse(stage, link, work, source, toolchain)
             elif link.system_calls:
                 stage.status = Status.banned
                 stage.message = (
@@ -459,6 +452,33 @@ async def compile_source(
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _refuse(stage: BuildStage, link: LinkReport, work: Path, source: str, toolchain: BuildToolchain) -> None:
+    """A refused import: `banned` or `unsupported`, each denial with where it came from and what instead."""
+    names = demangle([d.symbol.split("@", 1)[0] for d in link.denials])
+    lines: list[str] = []
+    for found in link.denials[:MAX_ERRORS]:
+        bare = found.symbol.split("@", 1)[0]
+        where = origin(
+            found.symbol,
+            link.disassembly,
+            work / LIBRARY_NAME,
+            source,
+            SOURCE_NAME,
+            [toolchain.tvm_ffi_include],
+        )
+        lines.append(
+            f"{where.describe() + ': ' if where else ''}the library imports {names.get(bare, bare)}, which "
+            f"{found.why} (instead: {found.instead})"
+        )
+    first = link.denials[0]
+    stage.status = Status.banned if first.refusal == Refusal.banned else Status.unsupported
+    more = len(link.denials) - 1
+    stage.message = f"{'banned' if first.refusal == Refusal.banned else 'not supported here'}: {lines[0]}" + (
+        f" (and {more} more)" if more else ""
+    )
+    stage.errors = lines
+
+
 async def build(
     source: str, target: Target, timeout_s: float = 180.0, cache_dir: Path | None = None
 ) -> BuildStage:
@@ -467,7 +487,7 @@ async def build(
     findings = scan(source)
     if findings:
         return BuildStage(
-            status=Status.banned,
+            status=Status(refusal_of(findings)),
             message=findings[0].describe()
             + (f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""),
             errors=[f.describe() for f in findings[:MAX_ERRORS]],

@@ -2,17 +2,17 @@
 
 The source scan can be bypassed (a `dlsym` declared by hand, names pasted by the preprocessor); the
 library's dynamic symbol table and machine code cannot. A library may import:
-- from the C library only an allowlist (memory, strings, formatted output, math, exit): no dynamic
-  symbol lookup (`dlopen`, `dlsym`, `dl_iterate_phdr`, `_r_debug`, `getauxval`), no `syscall`, `ptrace`,
-  `process_vm_*`, `fork`/`exec*`/`posix_spawn`/`system`, no `mprotect`/`mmap`, no file opening (so no
-  `/proc/self/maps` or `/proc/self/mem`), no `getenv`/`environ` (no looking for a profiler), no threads;
+- from the C library only an allowlist (memory, strings, formatted output, math, time, exit): no dynamic
+  symbol lookup, system calls, other processes or executable memory (`banned`: what a cheater does),
+  and no files, environment or threads (`unsupported`: honest elsewhere, not run here);
 - the C++ runtime except file streams, threads and the filesystem library;
 - the CUDA runtime and driver, except their internal export tables and the profiler controls;
-- TVM-FFI's tensor, error and stream calls, not its global function registry (a door into Python).
+- from TVM-FFI what `tvm_ffi_symbols` allows: the tensor, error, string and object calls its headers
+  make, not its global function registry or anything else that reaches Python.
 Its machine code may not hold a system call instruction (`syscall`, `sysenter`, `int 0x80`): the only
 way to the kernel is through the functions above.
 
-Findings are symbol names (mangled); the build stage demangles them for the message.
+Each refusal carries its reason and what to write instead; the build stage finds the call site.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from workbench.evaluate.tvm_ffi_symbols import Refusal, rule_for
 
 GLIBC_ALLOWED = frozenset(
     [
@@ -132,74 +134,195 @@ _MATH = re.compile(
     r"l?lround|l?lrint|rint|nearbyint|fmod|remainder|fmin|fmax|fdim|fma|hypot|erfc?|tgamma|lgamma|frexp|ldexp|"
     r"modf|copysign|nan|sincos|__isnan|__isinf|__finite|__isnanf|__isinff)[fl]?$"
 )
-_CXX_DENIED = re.compile(r"filebuf|fstream|basic_file|6thread|this_thread|10filesystem|12__basic_file")
-_CUDA_DENIED = re.compile(r"^(cuda|cu)GetExportTable|^(cuda|cu)Profiler(Start|Stop|Initialize)")
-TVMFFI_ALLOWED = frozenset(
-    [
-        "TVMFFIAnyViewToOwnedAny",
-        "TVMFFIBacktrace",
-        "TVMFFIBigIntFromByteArray",
-        "TVMFFIBigIntGetContentByteArray",
-        "TVMFFIBytesFromByteArray",
-        "TVMFFIStringFromByteArray",
-        "TVMFFIDataTypeFromString",
-        "TVMFFIDataTypeToString",
-        "TVMFFIEnvCheckSignals",
-        "TVMFFIEnvGetStream",
-        "TVMFFIEnvTensorAlloc",
-        "TVMFFIErrorCreate",
-        "TVMFFIErrorCreateWithCauseAndExtraContext",
-        "TVMFFIErrorMoveFromRaised",
-        "TVMFFIErrorSetRaised",
-        "TVMFFIErrorSetRaisedFromCStr",
-        "TVMFFIErrorSetRaisedFromCStrParts",
-        "TVMFFIGetTypeInfo",
-        "TVMFFIGetVersion",
-        "TVMFFIHandleDeinitOnce",
-        "TVMFFIHandleInitOnce",
-        "TVMFFIObjectDecRef",
-        "TVMFFIObjectIncRef",
-        "TVMFFITypeKeyToIndex",
-        "TVMFFITensorCreateUnsafeView",
-        "TVMFFITensorFromDLPack",
-        "TVMFFITensorFromDLPackVersioned",
-        "TVMFFITensorToDLPack",
-        "TVMFFITensorToDLPackVersioned",
-    ]
-)
-_TVM_CXX_DENIED = re.compile(r"Function|Global|Registry|reflection|Module|EnvMod")
+_CXX_FILES = re.compile(r"filebuf|fstream|basic_file|10filesystem|12__basic_file")
+_CXX_THREADS = re.compile(r"6thread|this_thread")
+_CUDA_EXPORT_TABLE = re.compile(r"^(cuda|cu)GetExportTable")
+_CUDA_PROFILER = re.compile(r"^(cuda|cu)Profiler(Start|Stop|Initialize)")
 _LINKER_NOISE = frozenset({"__gmon_start__", "_ITM_registerTMCloneTable", "_ITM_deregisterTMCloneTable"})
 _SYSCALL = re.compile(r"\t(syscall|sysenter|int\s+\$0x80)\s*$", re.MULTILINE)
+_CUDA_NAME = re.compile(r"^(cu[A-Z]\w*|cuda[A-Z_]\w*|__cuda\w*)$")
+
+_STDERR = "print to stderr (fprintf(stderr, …), std::cerr) or raise with TVM_FFI_THROW"
+# Denied C library functions by class: (names, refusal, why, instead).
+_GLIBC_DENIED: tuple[tuple[frozenset[str], Refusal, str, str], ...] = (
+    (
+        frozenset(
+            {
+                "dlopen",
+                "dlmopen",
+                "dlsym",
+                "dlvsym",
+                "dladdr",
+                "dladdr1",
+                "dlinfo",
+                "dl_iterate_phdr",
+                "_r_debug",
+                "getauxval",
+                "_dl_find_object",
+            }
+        ),
+        Refusal.banned,
+        "looks up code at run time: a way to reach a library without naming it",
+        "call the CUDA runtime/driver directly (cudaGetDriverEntryPoint for driver entry points)",
+    ),
+    (
+        frozenset(
+            {
+                "syscall",
+                "ptrace",
+                "process_vm_readv",
+                "process_vm_writev",
+                "fork",
+                "vfork",
+                "clone",
+                "clone3",
+                "execve",
+                "execv",
+                "execvp",
+                "execvpe",
+                "execl",
+                "execlp",
+                "execle",
+                "fexecve",
+                "posix_spawn",
+                "posix_spawnp",
+                "system",
+                "popen",
+                "kill",
+                "tgkill",
+                "prctl",
+            }
+        ),
+        Refusal.banned,
+        "reaches the kernel or another process directly",
+        "remove it: a kernel's host code only launches its kernels",
+    ),
+    (
+        frozenset({"mprotect", "pkey_mprotect", "memfd_create", "mremap", "remap_file_pages"}),
+        Refusal.banned,
+        "changes what memory may execute: the way unchecked code is brought in",
+        "remove it",
+    ),
+    (
+        frozenset(
+            {
+                "getenv",
+                "secure_getenv",
+                "setenv",
+                "unsetenv",
+                "putenv",
+                "clearenv",
+                "environ",
+                "__environ",
+                "_environ",
+            }
+        ),
+        Refusal.unsupported,
+        "reads or changes the environment, which differs between the profiled and the timed runs",
+        "use a compile-time constant (constexpr or a #define) for a debug switch",
+    ),
+    (
+        frozenset({"pthread_create", "pthread_join", "pthread_detach", "thrd_create"}),
+        Refusal.unsupported,
+        "starts threads: the candidate's process runs on the one thread the sandbox watches",
+        "launch more blocks, or more streams from the calling thread",
+    ),
+)
 
 
 class BinutilsMissing(RuntimeError):
     """nm or objdump is not on PATH: the built library cannot be checked, so it is not judged."""
 
 
-def import_allowed(symbol: str) -> bool:
-    """Whether an undefined dynamic symbol (`name@VERSION` as `nm -D` prints it) may be imported."""
-    name, _, version = symbol.partition("@")
-    version = version.lstrip("@")
+@dataclass(frozen=True)
+class Denial:
+    """Why a symbol the library imports is refused, and what to write instead."""
+
+    symbol: str
+    refusal: Refusal
+    why: str
+    instead: str
+
+
+def _glibc_denial(name: str) -> tuple[Refusal, str, str] | None:
+    if name in GLIBC_ALLOWED or _MATH.match(name):
+        return None
+    for names, refusal, why, instead in _GLIBC_DENIED:
+        if name in names:
+            return refusal, why, instead
+    if re.match(
+        r"^(f?open|openat|creat|fdopen|freopen|__open|stat|lstat|fstat|access|opendir|readlink|"
+        r"unlink|remove|rename|mkdir|rmdir|chmod|truncate|read|write|pread|pwrite)",
+        name,
+    ):
+        return Refusal.unsupported, "reads or writes files: a kernel's process opens none", _STDERR
+    if re.match(r"^(mmap|munmap|madvise|mlock|brk|sbrk)", name):
+        return (
+            Refusal.unsupported,
+            "maps memory by hand",
+            "use malloc, cudaMalloc(Async) or TVMFFIEnvTensorAlloc",
+        )
+    return (
+        Refusal.unsupported,
+        (
+            "is outside the C library functions a kernel's host code may call here (memory, strings, formatted "
+            "output, math, time, exit)"
+        ),
+        "keep host code to launching kernels and reporting errors",
+    )
+
+
+def _rule(name: str, version: str) -> tuple[Refusal, str, str] | None:
     if name in _LINKER_NOISE:
-        return True
+        return None
     if version.startswith("GLIBC_"):
-        return name in GLIBC_ALLOWED or bool(_MATH.match(name))
+        return _glibc_denial(name)
     if version.startswith(("GLIBCXX_", "CXXABI_", "GCC_")):
-        return not _CXX_DENIED.search(name)
-    if version.startswith("libcudart.so") or re.match(r"^(cu[A-Z]\w*|cuda[A-Z_]\w*|__cuda\w*)$", name):
-        return not _CUDA_DENIED.search(name)
-    if name.startswith("TVMFFI"):
-        return name in TVMFFI_ALLOWED
-    if name.startswith("_ZN3tvm3ffi"):
-        return not _TVM_CXX_DENIED.search(name)
-    return False  # anything else resolves against whatever the process loaded: Python, torch, cuBLAS
+        if _CXX_FILES.search(name):
+            return Refusal.unsupported, "opens files (file streams, std::filesystem)", _STDERR
+        if _CXX_THREADS.search(name):
+            return Refusal.unsupported, "starts threads (std::thread)", "launch more blocks or streams"
+        return None
+    if version.startswith("libcudart.so") or _CUDA_NAME.match(name):
+        if _CUDA_EXPORT_TABLE.search(name):
+            return Refusal.banned, "reads the CUDA runtime's internal export tables", "use the documented API"
+        if _CUDA_PROFILER.search(name):
+            return (
+                Refusal.unsupported,
+                "starts or stops the profiler, which the evaluator brackets around the profiled call itself",
+                "remove it",
+            )
+        return None
+    tvm = rule_for(name)
+    if tvm is not None:
+        return None if tvm.allowed else (tvm.refusal or Refusal.unsupported, tvm.why, tvm.instead)
+    return (
+        Refusal.banned,
+        (
+            "resolves against a library the process happens to load (Python, torch, cuBLAS…): a kernel brings "
+            "its own code"
+        ),
+        "link nothing but the CUDA runtime/driver and TVM-FFI",
+    )
+
+
+def denial(symbol: str) -> Denial | None:
+    """Why an undefined dynamic symbol (`name@VERSION` as `nm -D` prints it) may not be imported, or None."""
+    name, _, version = symbol.partition("@")
+    found = _rule(name, version.lstrip("@"))
+    return Denial(symbol, *found) if found else None
+
+
+def import_allowed(symbol: str) -> bool:
+    return denial(symbol) is None
 
 
 @dataclass(frozen=True)
 class LinkReport:
     exports_run: bool
-    foreign_imports: list[str]
+    denials: list[Denial]
     system_calls: int  # system call instructions in the library's own code
+    disassembly: str  # objdump's listing, where a denied symbol's call sites are found
 
 
 def _tool(name: str) -> str:
@@ -217,11 +340,12 @@ def check_library(library: Path, export_symbol: str) -> LinkReport:
     if symbols.returncode != 0:
         raise BinutilsMissing(f"nm could not read the library: {symbols.stderr.strip()[:200]}")
     defined: set[str] = set()
-    foreign: list[str] = []
+    denied: list[Denial] = []
     for line in symbols.stdout.splitlines():
         parts = line.split()  # `U name` / `w name` (undefined, weak), `address type name` (defined)
-        if len(parts) == 2 and parts[0] in ("U", "w", "v") and not import_allowed(parts[1]):
-            foreign.append(parts[1])
+        found = denial(parts[1]) if len(parts) == 2 and parts[0] in ("U", "w", "v") else None
+        if found:
+            denied.append(found)
         elif len(parts) == 3:
             defined.add(parts[2])
     code = subprocess.run(
@@ -233,4 +357,5 @@ def check_library(library: Path, export_symbol: str) -> LinkReport:
     )
     if code.returncode != 0:
         raise BinutilsMissing(f"objdump could not read the library: {code.stderr.strip()[:200]}")
-    return LinkReport(export_symbol in defined, sorted(foreign), len(_SYSCALL.findall(code.stdout)))
+    denied.sort(key=lambda d: (d.refusal != Refusal.banned, d.symbol))  # a ban first: it decides the status
+    return LinkReport(export_symbol in defined, denied, len(_SYSCALL.findall(code.stdout)), code.stdout)

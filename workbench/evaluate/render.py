@@ -59,7 +59,7 @@ def _ms(value: float | None) -> str:
 
 def build_lines(stage: BuildStage) -> list[str]:
     lines: list[str] = []
-    if stage.status in (Status.compile_error, Status.banned) and stage.errors:
+    if stage.status in (Status.compile_error, Status.banned, Status.unsupported) and stage.errors:
         lines.extend(error for error in stage.errors[:MAX_ERRORS] if error not in stage.message)
     for item in stage.resources[:MAX_KERNELS]:
         spills = item.spill_stores_bytes + item.spill_loads_bytes

@@ -21,7 +21,8 @@ class Status(StrEnum):
 
     passed = "passed"
     not_run = "not_run"
-    banned = "banned"
+    banned = "banned"  # what a cheater does: a library kernel, dynamic loading, a door out of the process
+    unsupported = "unsupported"  # an honest construct the workbench does not run (a file, getenv, a header)
     compile_error = "compile_error"
     static_missing_family = "static_missing_family"
     runtime_error = "runtime_error"

@@ -10,6 +10,7 @@ OTHER = "other"
 _CATEGORY: dict[str, str] = {
     Status.banned: "banned",
     Status.foreign_kernel: "banned",  # a library kernel caught at run time instead of in the source
+    Status.unsupported: "compile",  # a construct the workbench does not run: rewritten like a build error
     Status.compile_error: "compile",
     Status.abi_mismatch: "compile",
     Status.runtime_error: "runtime",
