@@ -50,8 +50,19 @@ def test_catalogue_has_the_designed_tasks(catalogue: Catalogue) -> None:
     assert {f"gemm_n{n}_k{k}" for n, k in GEMM_SHAPES} <= names
     forward = {f"mha_with_lse_d{d}{c}" for d in (64, 96, 128, 256) for c in ("", "_causal")}
     backward = {f"mha_bwd_d{d}{c}" for d in (64, 96, 128) for c in ("", "_causal")}
-    assert names == {f"gemm_n{n}_k{k}" for n, k in GEMM_SHAPES} | forward | backward
-    assert len(names) == 31
+    fp8_forward = {f"fp8_mha_with_lse_d{d}{c}" for d in (64, 96, 128, 256) for c in ("", "_causal")}
+    rest = {
+        "fp8_gemm_nt_1d2d_n4096_k7168",
+        "gqa_paged_decode_h24_kv8_d128_ps1",
+        "gqa_paged_prefill_causal_h24_kv8_d128_ps1",
+        "gqa_ragged_prefill_causal_h32_kv4_d128",
+        "gdn_decode_qk4_v8_d128_k_last",
+        "gdn_decode_qk8_v16_d128_k_last",
+        "gdn_mtp_qk4_v8_d128_k_last",
+    }
+    gemms = {f"gemm_n{n}_k{k}" for n, k in GEMM_SHAPES}
+    assert names == gemms | forward | backward | fp8_forward | rest
+    assert len(names) == 46
     assert {n for n, t in catalogue.tasks.items() if t.facts.headline} == HEADLINE
 
 

@@ -10,6 +10,7 @@ S=4096 attention reference never holds the whole B·H·S² score tensor at once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import torch
@@ -19,6 +20,7 @@ DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
     "float8_e4m3": torch.float8_e4m3fn,
+    "float8_e4m3fn": torch.float8_e4m3fn,
     "float8_e5m2": torch.float8_e5m2,
     "int64": torch.int64,
     "int32": torch.int32,
@@ -34,11 +36,22 @@ def shape_of(tensor: dict, axes: dict[str, int]) -> list[int]:
     return [int(axes[name]) for name in tensor["shape"]]
 
 
-def compile_reference(source: str) -> Callable:
-    """The `run` function a definition's reference source defines."""
+def _reference_module(source: str) -> dict:
     namespace: dict = {"__name__": "ptxwb_reference"}
     exec(compile(source, "<reference>", "exec"), namespace)  # noqa: S102 - the task's own reference code
-    return namespace["run"]
+    return namespace
+
+
+def compile_reference(source: str) -> Callable:
+    """The `run` function a definition's reference source defines."""
+    return _reference_module(source)["run"]
+
+
+@functools.cache
+def input_generator(source: str) -> Callable | None:
+    """The reference module's `generate_inputs(axes, generator, device)`, where it defines one: the inputs
+    a task needs beyond independent normals (page tables, block-scaled FP8, decay gates)."""
+    return _reference_module(source).get("generate_inputs")
 
 
 def _random(shape: list[int], dtype: torch.dtype, generator: torch.Generator, device: str) -> torch.Tensor:
@@ -104,12 +117,20 @@ def random_inputs(spec: dict, seed: int, device: str = "cuda") -> dict[str, torc
     derived = set(spec.get("derived_inputs") or [])
     workload_inputs = spec.get("workload_inputs") or {}
     values: dict[str, torch.Tensor] = {}
+    wanted = []
     for name, tensor in definition["inputs"].items():
         kind = workload_inputs.get(name, {"type": "random"}).get("type", "random")
         if name in derived or kind == "scalar":
             continue
         if kind != "random":
             raise ValueError(f"input {name}: workload input type {kind!r} is not supported here")
+        wanted.append(name)
+    generate = input_generator(definition["reference"])
+    if generate is not None:
+        made = generate(axes, generator, device)
+        return {name: made[name] for name in wanted}
+    for name in wanted:
+        tensor = definition["inputs"][name]
         values[name] = _random(shape_of(tensor, axes), DTYPES[tensor["dtype"]], generator, device)
     return values
 

@@ -16,6 +16,7 @@ from workbench.paths import tasks_dir
 from workbench.tasks import cost
 from workbench.tasks.devices import DEVICES, speed_of_light_ms
 from workbench.tasks.models import Definition, Sidecar, TaskFacts, Workload, WorkloadRow
+from workbench.tasks.targets import Target, get_target
 
 SIDECAR = "workbench.json"
 M = TypeVar("M", bound=BaseModel)
@@ -106,14 +107,27 @@ class Task:
         return cost.flops(self.definition, self.facts, workload.axes) if self.facts else None
 
     def min_bytes(self, workload: Workload) -> float:
-        return cost.min_bytes(self.definition, workload.axes)
+        return cost.min_bytes(self.definition, workload.axes, self.facts)
 
     def speed_of_light_ms(self, workload: Workload) -> dict[str, float]:
         work = self.flops(workload)
-        if work is None:
+        if work is None or self.facts is None:
             return {}
         moved = self.min_bytes(workload)
-        return {key: speed_of_light_ms(work, moved, device) for key, device in DEVICES.items()}
+        dtype = self.facts.compute_dtype
+        return {key: speed_of_light_ms(work, moved, device, dtype) for key, device in DEVICES.items()}
+
+    def required_family(self, target: Target) -> str:
+        """The instruction family this task must prove on `target`: the task's own where it names one
+        (QGMMA for FP8 matrix work on Hopper), else the target's."""
+        if self.facts is not None and target.name in self.facts.required:
+            return self.facts.required[target.name]
+        return target.required_family
+
+    def target(self, name: str) -> Target:
+        """The target `name` as this task is judged on it (its required family resolved)."""
+        target = get_target(name)
+        return target.model_copy(update={"required_family": self.required_family(target)})
 
 
 @dataclass

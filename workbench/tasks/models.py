@@ -17,6 +17,7 @@ DType = Literal[
     "float16",
     "bfloat16",
     "float8_e4m3",
+    "float8_e4m3fn",
     "float8_e5m2",
     "float4_e2m1",
     "int64",
@@ -31,6 +32,7 @@ DTYPE_BYTES: dict[str, float] = {
     "float16": 2,
     "bfloat16": 2,
     "float8_e4m3": 1,
+    "float8_e4m3fn": 1,
     "float8_e5m2": 1,
     "float4_e2m1": 0.5,
     "int64": 8,
@@ -170,23 +172,81 @@ class WorkloadRow(_Open):
     evaluation: object | None = None
 
 
+Family = Literal[
+    "gemm",
+    "attention_forward",
+    "attention_backward",
+    "fp8_gemm",
+    "fp8_attention_forward",
+    "gqa_paged_decode",
+    "gqa_paged_prefill",
+    "gqa_ragged_prefill",
+    "gdn_decode",
+    "gdn_mtp",
+]
+BaselineName = Literal[
+    "cublas",
+    "cudnn_sdpa",
+    "cudnn_sdpa_backward",
+    "torch_scaled_mm_blockwise",
+    "flashinfer_fp8_prefill",
+    "flashinfer_paged_decode",
+    "flashinfer_paged_prefill",
+    "flashinfer_ragged_prefill",
+    "fla_gated_delta_rule",
+]
+
+
 class TaskFacts(BaseModel):
     """What the workbench knows about a task beyond the Definition (the sidecar's entry)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    family: Literal["gemm", "attention_forward", "attention_backward"]
+    family: Family
     causal: bool = False
     headline: bool = False
     headline_workload: str | None = None
-    baseline: Literal["cublas", "cudnn_sdpa", "cudnn_sdpa_backward"]
+    baseline: BaselineName
     derived_inputs: list[str] = Field(
         default_factory=list,
         description="inputs computed by the forward reference from the random ones (O and LSE of a backward task)",
     )
     atol: float = 1e-2
     rtol: float = 1e-2
+    matched_ratio: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="share of elements that must be within atol/rtol (PTXBench's required_matched_ratio)",
+    )
     seeds: dict[str, int] = Field(default_factory=dict, description="workload uuid -> base seed")
+    required: dict[Literal["hopper", "blackwell"], str] = Field(
+        default_factory=dict,
+        description="target -> the instruction family the task must prove (absent: the target's default)",
+    )
+    compute_dtype: Literal["bfloat16", "float8_e4m3"] = Field(
+        default="bfloat16", description="the tensor-core rate the speed of light counts FLOPs against"
+    )
+    flops: str | None = Field(
+        default=None, description="Python expression over the axes (absent: the family's own convention)"
+    )
+    min_bytes: str | None = Field(
+        default=None,
+        description="Python expression over the axes (absent: every input read, every output written once)",
+    )
+    rationale: dict[str, str] = Field(
+        default_factory=dict, description="why: the required family, the tolerances, the baseline, the inputs"
+    )
+
+    @field_validator("flops", "min_bytes")
+    @classmethod
+    def _expression(cls, text: str | None) -> str | None:
+        if text is not None:
+            try:
+                ast.parse(text, mode="eval")
+            except SyntaxError as exc:
+                raise ValueError(f"{text!r} is not a Python expression") from exc
+        return text
 
 
 class Sidecar(BaseModel):
