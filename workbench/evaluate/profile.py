@@ -11,7 +11,9 @@ count:
 - `sass__thread_inst_executed_true_per_opcode`: predicate-true thread executions per SASS opcode, so a
   wgmma behind a branch never taken, or predicated off, counts zero;
 - on Hopper, `sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum`: tensor-pipe FLOPs, against the task's
-  FLOPs for that call (a real wgmma GEMM reports exactly 2·M·N·K; a SIMT GEMM with a token wgmma, <1 %).
+  FLOPs for that call (a real wgmma GEMM reports exactly 2·M·N·K; a SIMT GEMM with a token wgmma, <1 %);
+  for a task that requires QGMMA (FP8 operands), `sm__ops_path_tensor_src_fp8.sum` instead: GH100 has no
+  per-instruction (qgmma) op-path metric for FP8, this one counts every FP8 tensor-core operation.
 
 Standard library only: the worker runs this on a bare GPU host.
 """
@@ -27,6 +29,10 @@ from pathlib import Path
 from workbench.evaluate.occupancy import LIMITS, theoretical_occupancy
 
 TENSOR_FLOPS_METRIC = {"hopper": "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum"}
+# The tensor-pipe metric that counts a required family's work, where it is not the target's own.
+FAMILY_TENSOR_METRIC = {("hopper", "QGMMA"): "sm__ops_path_tensor_src_fp8.sum"}
+# Families whose work is not tensor-core math (memory-bound tasks): no FLOP share is asked of them.
+NO_TENSOR_SHARE = frozenset({"ASYNC_COPY"})
 PER_OPCODE_METRIC = "sass__thread_inst_executed_true_per_opcode"
 TIME_METRIC = "gpu__time_duration.sum"
 METRICS = (PER_OPCODE_METRIC, TIME_METRIC)
@@ -54,17 +60,27 @@ def report_file(log_file: str) -> str:
     return str(Path(log_file).with_name(REPORT_NAME))
 
 
+def tensor_metric(target: str, required: str = "") -> str | None:
+    """The ncu metric that counts the tensor-pipe FLOPs of `required` (the target's family by default)
+    on `target`, or None where there is none (Blackwell for now; memory-bound families)."""
+    if required in NO_TENSOR_SHARE:
+        return None
+    return FAMILY_TENSOR_METRIC.get((target, required)) or TENSOR_FLOPS_METRIC.get(target)
+
+
 def ncu_command(
-    ncu: str, log_file: str, target: str, app: list[str], source_counters: bool = False
+    ncu: str, log_file: str, target: str, app: list[str], source_counters: bool = False, required: str = ""
 ) -> list[str]:
-    """ncu around `app`, profiling only the cudaProfilerStart/Stop range, raw page as CSV into `log_file`.
+    """ncu around `app`, profiling only the cudaProfilerStart/Stop range, raw page as CSV into `log_file`;
+    `required`: the task's required family, which picks the tensor-pipe metric.
 
     With `source_counters`, SourceCounters is collected too (per-instruction counts, more replay
     passes) and the report is exported to `report_file(log_file)` instead: its pages are printed
     afterwards (`import_commands`), the log keeping ncu's own messages."""
     metrics = list(METRICS)
-    if target in TENSOR_FLOPS_METRIC:
-        metrics.append(TENSOR_FLOPS_METRIC[target])
+    metric = tensor_metric(target, required)
+    if metric is not None:
+        metrics.append(metric)
     output = ["--section", "SourceCounters", "-o", report_file(log_file)] if source_counters else RAW_PAGE
     return [
         ncu,
@@ -135,13 +151,15 @@ def parse_raw_csv(text: str) -> list[dict]:
             "name": row[column["Kernel Name"]],
             "opcodes": {},
             "tensor_flops": None,
+            "tensor_metric": None,
             "time_ns": None,
         }
         if PER_OPCODE_METRIC in column:
             launch["opcodes"] = parse_instances(row[column[PER_OPCODE_METRIC]])
-        for metric in TENSOR_FLOPS_METRIC.values():
+        for metric in sorted({*TENSOR_FLOPS_METRIC.values(), *FAMILY_TENSOR_METRIC.values()}):
             if metric in column and row[column[metric]].strip():
                 launch["tensor_flops"] = _number(row[column[metric]])
+                launch["tensor_metric"] = metric
         if TIME_METRIC in column and row[column[TIME_METRIC]].strip():
             launch["time_ns"] = _number(row[column[TIME_METRIC]])
         totals = {
@@ -202,17 +220,27 @@ def dynamic_stage(
         launches = [launch for launch in launches if launch["name"] in own_kernels]
     opcodes: dict[str, float] = {}
     tensor_flops: float | None = None
+    wanted = tensor_metric(target, required)
     for launch in launches:
         for opcode, threads in launch["opcodes"].items():
             opcodes[opcode] = opcodes.get(opcode, 0.0) + threads
-        if launch["tensor_flops"] is not None:
+        # Only the metric that counts the required family's pipe is a share of the task's FLOPs.
+        if launch["tensor_flops"] is not None and launch.get("tensor_metric", wanted) == wanted:
             tensor_flops = (tensor_flops or 0.0) + launch["tensor_flops"]
-    family_of = {opcode: family for family, members in families.items() for opcode in members}
+    family_of: dict[str, str] = {}  # the first family holding an opcode keeps it (`sass.FAMILIES`' order)
+    for family, members in families.items():
+        for opcode in members:
+            family_of.setdefault(opcode, family)
     executed_families: dict[str, int] = {}
     for opcode, threads in opcodes.items():
         family = family_of.get(opcode)
         if family is not None and threads > 0:
             executed_families[family] = executed_families.get(family, 0) + int(threads)
+    if required in families and required not in family_of.values():
+        # A narrower family (QGMMA within GMMA) is counted when it is the one required.
+        narrow = sum(int(opcodes.get(opcode, 0.0)) for opcode in families[required])
+        if narrow > 0:
+            executed_families[required] = narrow
     stage: dict = {
         "status": "passed",
         "kernels": sorted({launch["name"] for launch in launches}),
@@ -259,7 +287,12 @@ def dynamic_stage(
             f"{required} executed by {threads:,} threads; tensor pipe did {share:.1%} of the task's FLOPs"
         )
     else:
-        note = "" if target in TENSOR_FLOPS_METRIC else f" (no tensor-FLOP metric for {target} yet)"
+        if required in NO_TENSOR_SHARE:
+            note = " (memory-bound family: no tensor-FLOP share asked)"
+        elif wanted is not None:
+            note = "" if tensor_flops is not None else f" ({wanted} was not collected)"
+        else:
+            note = f" (no tensor-FLOP metric for {target} yet)"
         stage["message"] = f"{required}: {threads:,} predicate-true thread executions{note}"
     if foreign:
         stage["message"] += f"; {len(foreign)} kernel(s) not its own left out: {', '.join(foreign[:3])}"

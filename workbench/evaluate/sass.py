@@ -39,6 +39,13 @@ FAMILIES: dict[str, frozenset[str]] = {
     "TCGEN05_MMA": frozenset({"UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA"}),
     "TMEM": frozenset({"LDTM", "STTM"}),
     "TCGEN05_OTHER": frozenset({"UTCBAR", "UTCATOMSWS", "UTCCP", "UTCSHIFT"}),
+    # Narrower families a task may require instead of its target's (its sidecar's `required`), listed
+    # after the families above, which keep every opcode they share: FP8 operands on the tensor core
+    # (wgmma e4m3/e5m2, tcgen05.mma kind::f8f6f4), and global-to-shared copies through the TMA unit,
+    # tensor or bulk (cp.async.bulk[.tensor], the same opcodes on sm_90a and sm_100a).
+    "QGMMA": frozenset({"QGMMA"}),
+    "UTCQMMA": frozenset({"UTCQMMA"}),
+    "ASYNC_COPY": frozenset({"UTMALDG", "UBLKCP"}),
 }
 # What a kernel without the required family usually runs instead; named in the message.
 FALLBACK_FAMILIES: dict[str, frozenset[str]] = {
@@ -54,11 +61,19 @@ FAMILY_DESCRIPTIONS: dict[str, str] = {
     "TCGEN05_MMA": "tcgen05.mma",
     "TMEM": "tcgen05.ld/st",
     "TCGEN05_OTHER": "tcgen05 alloc/commit/cp",
+    "QGMMA": "wgmma.mma_async with e4m3/e5m2 operands",
+    "UTCQMMA": "tcgen05.mma kind::f8f6f4",
+    "ASYNC_COPY": "cp.async.bulk or cp.async.bulk.tensor from global memory",
     "MMA_SYNC": "mma.sync/WMMA, the pre-Hopper tensor-core path",
     "SIMT_FMA": "SIMT fused multiply-add, no tensor core",
 }
 _ALL_FAMILIES: dict[str, frozenset[str]] = {**FAMILIES, **FALLBACK_FAMILIES}
-_FAMILY_OF: dict[str, str] = {opcode: family for family, ops in _ALL_FAMILIES.items() for opcode in ops}
+# Each opcode's family is the first that holds it, so the narrower families never take one over.
+_FAMILY_OF: dict[str, str] = {}
+for _family, _ops in _ALL_FAMILIES.items():
+    for _opcode in _ops:
+        _FAMILY_OF.setdefault(_opcode, _family)
+NARROW_FAMILIES = frozenset(FAMILIES) - set(_FAMILY_OF.values())
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 # `/*0650*/   @!P0 HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], R24, gsb0 ;  /* 0x... */`
@@ -99,13 +114,17 @@ def parse_sass(text: str) -> SassDump:
     return dump
 
 
-def family_counts(opcodes: Mapping[str, int]) -> dict[str, int]:
-    """family -> instruction count (fallback families included), for every family present."""
+def family_counts(opcodes: Mapping[str, int], required: str | None = None) -> dict[str, int]:
+    """family -> instruction count (fallback families included), for every family present; a narrower
+    family counts too when it is the `required` one."""
     counts: Counter[str] = Counter()
     for opcode, count in opcodes.items():
         family = _FAMILY_OF.get(opcode)
         if family is not None:
             counts[family] += count
+    narrow = sum(opcodes.get(op, 0) for op in FAMILIES[required]) if required in NARROW_FAMILIES else 0
+    if narrow:
+        counts[required] = narrow
     return dict(sorted(counts.items()))
 
 
@@ -114,7 +133,7 @@ def missing_family_message(required: str, opcodes: Mapping[str, int]) -> str:
     wanted = "/".join(sorted(FAMILIES[required]))
     message = f"no {required} instruction ({wanted}, from {FAMILY_DESCRIPTIONS[required]}) in the SASS"
     instead: list[str] = []
-    for family in (*FALLBACK_FAMILIES, *FAMILIES):
+    for family in (*FALLBACK_FAMILIES, *(f for f in FAMILIES if f not in NARROW_FAMILIES)):
         present = {op: opcodes[op] for op in sorted(_ALL_FAMILIES[family]) if opcodes.get(op)}
         if family != required and present:
             shown = ", ".join(f"{op} x{count}" for op, count in present.items())
@@ -193,8 +212,8 @@ async def static_stage(build: BuildStage, target: Target) -> StaticStage:
     stage.sass_path = str(sass_path)
     stage.kernels = {names.get(k, k): dict(sorted(v.items())) for k, v in dump.kernels.items()}
     stage.opcodes = dict(sorted(opcodes.items(), key=lambda item: (-item[1], item[0])))
-    stage.families = family_counts(opcodes)
     required = target.required_family
+    stage.families = family_counts(opcodes, required)
     stage.required_present = stage.families.get(required, 0) > 0
     if not dump.kernels:
         stage.status = Status.static_missing_family
