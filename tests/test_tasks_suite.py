@@ -349,3 +349,26 @@ def test_required_families_per_task_and_target(catalogue: Catalogue) -> None:
     assert gemm.target("hopper") == get_target("hopper") and gemm.target("blackwell") == get_target(
         "blackwell"
     )
+
+
+@pytest.mark.parametrize("name", SUITE[:2] + SUITE[-6:])
+def test_each_family_has_a_baseline_or_says_why_it_times_the_reference(
+    catalogue: Catalogue, name: str
+) -> None:
+    from workbench.evaluate.baselines import make_baselines
+    from workbench.evaluate.inputs import fill_inputs
+
+    task = catalogue.get(name)
+    spec, _, outputs = small(task)
+    (baseline,), notes = make_baselines(spec, device="cpu")
+    # No CUDA library runs on this machine: each family says so in one line and times its reference.
+    assert baseline.name == "torch reference (no library baseline)"
+    assert len(notes) == 1 and notes[0].startswith("timed against the task's torch reference: ")
+    fill_inputs(spec, baseline.inputs, seed=7)
+    baseline.prepare()
+    timed = baseline.call()
+    timed = list(timed) if isinstance(timed, tuple) else [timed]
+    for got, want in zip(timed, outputs, strict=True):
+        assert torch.equal(got, want)  # the same reference on the same seeded inputs
+    baseline.clear()
+    assert all(not got.any() for got in timed)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from workbench.evaluate.inputs import DTYPES, fill_poison, shape_of
+from workbench.evaluate.inputs import DTYPES, compile_reference, fill_poison, scalar_inputs, shape_of
 
 
 @dataclass
@@ -63,11 +63,29 @@ def _returning(name: str, inputs: dict[str, torch.Tensor], function: Callable[[]
     return baseline
 
 
+def reference_baseline(spec: dict, inputs: dict[str, torch.Tensor], why: str) -> tuple[Baseline, str]:
+    """The task's own torch reference as the baseline, labelled so, where no library runs the task here
+    (`why` says what is missing); and the note that says it."""
+    function = compile_reference(spec["definition"]["reference"])
+    scalars = scalar_inputs(spec)
+    arguments = [inputs[name] if name in inputs else scalars[name] for name in spec["definition"]["inputs"]]
+    return (
+        _returning("torch reference (no library baseline)", inputs, lambda: function(*arguments)),
+        f"timed against the task's torch reference: {why}",
+    )
+
+
 def make_baselines(spec: dict, device: str = "cuda") -> tuple[list[Baseline], list[str]]:
     """The baselines for the task family (the first is the one speedup is measured against), and notes
     on baselines left out."""
     family = spec.get("family")
     inputs = input_buffers(spec, device)
+    if family in LIBRARY_BASELINES:
+        try:
+            return [LIBRARY_BASELINES[family](spec, inputs, device)], []
+        except BaselineUnavailable as missing:
+            baseline, note = reference_baseline(spec, inputs, str(missing))
+            return [baseline], [note]
     if family == "gemm":
         a, b = inputs["A"], inputs["B"]
         out = torch.empty(a.shape[0], b.shape[0], dtype=a.dtype, device=device)
@@ -122,3 +140,133 @@ def make_baselines(spec: dict, device: str = "cuda") -> tuple[list[Baseline], li
 
     backward.prepare, backward.call, backward.clear = prepare_backward, call_backward, clear_backward
     return [backward], []
+
+
+class BaselineUnavailable(Exception):
+    """The library baseline cannot run here (not installed, not warmed, refused by this GPU): why."""
+
+
+def _scaled_mm_blockwise(spec: dict, inputs: dict[str, torch.Tensor], device: str) -> Baseline:
+    """cuBLAS's block-scaled FP8 GEMM through torch: A's per-token 1x128 scales (outer-dim-major, as
+    cuBLAS wants them) and B's 128x128 block scales, bf16 out. Tried once here: a torch or GPU that
+    does not offer the recipe (it is SM90-only in torch 2.12) is said in one line."""
+    import torch.nn.functional as F
+
+    if not hasattr(F, "scaled_mm") or not hasattr(F, "ScalingType"):
+        raise BaselineUnavailable(f"torch {torch.__version__} has no torch.nn.functional.scaled_mm")
+    a, b = inputs["A"], inputs["B"]
+    out = torch.empty(a.shape[0], b.shape[0], dtype=torch.bfloat16, device=device)
+    scales: dict[str, torch.Tensor] = {}
+
+    def prepare() -> None:
+        scales["a"] = inputs["SF_A"].t().contiguous().t()
+        scales["b"] = inputs["SF_B"].t()
+
+    def call() -> object:
+        return F.scaled_mm(
+            a,
+            b.t(),
+            scales["a"],
+            F.ScalingType.BlockWise1x128,
+            scales["b"],
+            F.ScalingType.BlockWise128x128,
+            output_dtype=torch.bfloat16,
+            out=out,
+        )
+
+    try:
+        prepare()
+        call()
+        if a.is_cuda:
+            torch.cuda.synchronize(device)
+    except (RuntimeError, TypeError, NotImplementedError) as exc:
+        raise BaselineUnavailable(
+            f"block-scaled torch scaled_mm refused here: {str(exc).splitlines()[0][:160]}"
+        )
+    return Baseline(
+        "cuBLAS block-scaled FP8 (torch scaled_mm)",
+        inputs,
+        call=call,
+        prepare=prepare,
+        clear=lambda: fill_poison(out),
+    )
+
+
+def _flashinfer(kind: str) -> Callable[[dict, dict[str, torch.Tensor], str], Baseline]:
+    def make(spec: dict, inputs: dict[str, torch.Tensor], device: str) -> Baseline:
+        from workbench.evaluate import flashinfer_baseline
+
+        missing = flashinfer_baseline.batch_readiness(kind)
+        if missing:
+            raise BaselineUnavailable(missing)
+        baseline = _returning(flashinfer_baseline.BATCH_NAMES[kind], inputs, lambda: baseline.state["run"]())
+        plan = flashinfer_baseline.batch_call(kind, spec, inputs, device)
+        baseline.prepare = lambda: baseline.state.update(run=plan())
+        return baseline
+
+    return make
+
+
+def _fla_gated_delta_rule(spec: dict, inputs: dict[str, torch.Tensor], device: str) -> Baseline:
+    """flash-linear-attention's fused recurrent gated delta rule (Triton), on the task's own tensors: the
+    gates computed from A_log, a, dt_bias, b outside the timed call, the starting states gathered there
+    too; FLA writes the final state to a new tensor, so the inputs stay as they were."""
+    try:
+        from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+    except ImportError as exc:
+        raise BaselineUnavailable(f"flash-linear-attention is not installed here ({exc.name})") from None
+    import torch.nn.functional as F
+
+    scale = float(scalar_inputs(spec)["scale"])
+    state_name = "state" if "state" in inputs else "initial_state"
+    prepared: dict[str, torch.Tensor] = {}
+
+    def prepare() -> None:
+        gate = -torch.exp(inputs["A_log"].float()) * F.softplus(
+            inputs["a"].float() + inputs["dt_bias"].float()
+        )
+        prepared.update(g=gate, beta=torch.sigmoid(inputs["b"].float()))
+        state = inputs[state_name]
+        if "initial_state_indices" in inputs:
+            state = state[inputs["initial_state_indices"].long()]
+        prepared["h0"] = state.transpose(-1, -2).contiguous()  # FLA keeps states [.., K, V]
+        group = inputs["v"].shape[2] // inputs["q"].shape[2]
+        prepared["q"] = inputs["q"].repeat_interleave(group, dim=2)
+        prepared["k"] = inputs["k"].repeat_interleave(group, dim=2)
+
+    def call() -> object:
+        return fused_recurrent_gated_delta_rule(
+            q=prepared["q"],
+            k=prepared["k"],
+            v=inputs["v"],
+            g=prepared["g"],
+            beta=prepared["beta"],
+            scale=scale,
+            initial_state=prepared["h0"],
+            output_final_state=True,
+            use_qk_l2norm_in_kernel=True,
+        )
+
+    baseline = _returning("flash-linear-attention fused_recurrent_gated_delta_rule", inputs, call)
+    baseline.prepare = prepare
+    return baseline
+
+
+def _no_fp8_attention_library(spec: dict, inputs: dict[str, torch.Tensor], device: str) -> Baseline:
+    raise BaselineUnavailable(
+        "no FP8 attention library is wired as a baseline yet (PTXBench times cuDNN's sdpa_fp8 graph, "
+        "FlashInfer has an FP8 FA3 prefill)"
+    )
+
+
+# The library a user would pick for each family whose baseline is not cuBLAS or cuDNN (DESIGN.md, Tasks);
+# where it cannot run here, the task's torch reference is timed instead and a note says why.
+LIBRARY_BASELINES: dict[str, Callable[[dict, dict[str, torch.Tensor], str], Baseline]] = {
+    "fp8_gemm": _scaled_mm_blockwise,
+    "gqa_paged_decode": _flashinfer("paged_decode"),
+    "gqa_paged_prefill": _flashinfer("paged_prefill"),
+    "gqa_ragged_prefill": _flashinfer("ragged_prefill"),
+    "fp8_attention_forward": _no_fp8_attention_library,
+    "gdn_decode": _fla_gated_delta_rule,
+    "gdn_mtp": _fla_gated_delta_rule,
+}

@@ -1,10 +1,13 @@
-"""FlashInfer as the second baseline of attention forward, where it is installed on the GPU host.
+"""FlashInfer as a baseline where it is installed on the GPU host: the second baseline of attention
+forward, and the first of the paged and ragged GQA tasks (its batch wrappers).
 
 FlashInfer compiles its kernels on first use (93 s for the Hopper prefill on the H200's 16 cores), which
 must never happen inside a candidate's timing stage, and a baseline that crashes takes the candidate's
 process with it (the baselines run interleaved in that process). So the baseline is offered only after
 `python -m workbench.evaluate.flashinfer_baseline --warm` has compiled the prefill for the head dim on
-this host and checked it against torch SDPA; that check leaves a marker per FlashInfer version.
+this host and checked it against torch SDPA; that check leaves a marker per FlashInfer version. The
+batch wrappers likewise, after `--warm-batch` ran each on its task's small workload and matched the
+task's own reference (a marker per wrapper and version).
 
 Child side: torch only, plus flashinfer when present.
 """
@@ -92,6 +95,121 @@ def forward_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
     return call
 
 
+# The GQA tasks FlashInfer's batch wrappers run, and what a verdict calls each.
+BATCH_TASKS = {
+    "paged_decode": "gqa_paged_decode_h24_kv8_d128_ps1",
+    "paged_prefill": "gqa_paged_prefill_causal_h24_kv8_d128_ps1",
+    "ragged_prefill": "gqa_ragged_prefill_causal_h32_kv4_d128",
+}
+BATCH_NAMES = {
+    "paged_decode": "FlashInfer BatchDecodeWithPagedKVCacheWrapper",
+    "paged_prefill": "FlashInfer BatchPrefillWithPagedKVCacheWrapper (causal)",
+    "ragged_prefill": "FlashInfer BatchPrefillWithRaggedKVCacheWrapper (causal)",
+}
+WORKSPACE_BYTES = 128 << 20
+
+
+def batch_readiness(kind: str) -> str:
+    """ "" when the wrapper for `kind` ran and matched its task's reference on this host; else why not."""
+    if not installed():
+        return "FlashInfer is not installed on this host"
+    if not _marker_named(kind).is_file():
+        return (
+            f"FlashInfer's {BATCH_NAMES[kind]} is not compiled and checked on this host "
+            "(python -m workbench.evaluate.flashinfer_baseline --warm-batch)"
+        )
+    return ""
+
+
+def _marker_named(kind: str) -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    version = importlib.metadata.version("flashinfer-python")
+    return cache / "ptxwb" / "flashinfer-ready" / f"{version}-{kind}"
+
+
+def batch_call(kind: str, spec: dict, inputs: dict[str, torch.Tensor], device: str) -> Callable[[], Callable]:
+    """A function that plans the wrapper on the inputs' current values (untimed: FlashInfer reads the
+    index tensors back to the host) and returns the call to time."""
+    import flashinfer
+
+    axes = spec["axes"]
+    scale = float(spec["workload_inputs"]["sm_scale"]["value"])
+    heads, kv_heads, dim = axes["num_qo_heads"], axes["num_kv_heads"], axes["head_dim"]
+    workspace = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+    bf16 = torch.bfloat16
+    if kind == "ragged_prefill":
+        wrapper = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(workspace, "NHD")
+
+        def plan_ragged() -> Callable:
+            wrapper.plan(inputs["qo_indptr"], inputs["kv_indptr"], heads, kv_heads, dim, causal=True,
+                         sm_scale=scale, q_data_type=bf16)  # fmt: skip
+            return lambda: wrapper.run(inputs["q"], inputs["k"], inputs["v"], return_lse=True)
+
+        return plan_ragged
+    pages = axes["page_size"]
+    count = len(inputs["kv_indptr"]) - 1
+    last_page = torch.full((count,), pages, dtype=torch.int32, device=device)
+    cache = (inputs["k_cache"], inputs["v_cache"])
+    if kind == "paged_decode":
+        decode = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
+
+        def plan_decode() -> Callable:
+            decode.plan(inputs["kv_indptr"], inputs["kv_indices"], last_page, heads, kv_heads, dim, pages,
+                        pos_encoding_mode="NONE", q_data_type=bf16, kv_data_type=bf16, sm_scale=scale)  # fmt: skip
+            return lambda: decode.run(inputs["q"], cache, return_lse=True)
+
+        return plan_decode
+    prefill = flashinfer.BatchPrefillWithPagedKVCacheWrapper(workspace, "NHD")
+
+    def plan_prefill() -> Callable:
+        prefill.plan(inputs["qo_indptr"], inputs["kv_indptr"], inputs["kv_indices"], last_page, heads, kv_heads,
+                     dim, pages, causal=True, sm_scale=scale, q_data_type=bf16, kv_data_type=bf16)  # fmt: skip
+        return lambda: prefill.run(inputs["q"], cache, return_lse=True)
+
+    return plan_prefill
+
+
+def warm_batch() -> int:
+    """Run each batch wrapper once on its task's smallest workload (compiling it) and compare output and
+    LSE with the task's reference (atol = rtol = 1e-2, the task's rule); a marker per wrapper that matched."""
+    import json
+
+    from workbench.evaluate.inputs import compile_reference, make_inputs, run_reference, scalar_inputs
+    from workbench.paths import tasks_dir
+
+    failures = 0
+    for kind, task in BATCH_TASKS.items():
+        started = time.perf_counter()
+        try:
+            definition = json.loads((tasks_dir() / "definitions" / f"{task}.json").read_text())
+            row = json.loads((tasks_dir() / "workloads" / f"{task}.jsonl").read_text().splitlines()[0])
+            workload = row["workload"]
+            consts = {n: a["value"] for n, a in definition["axes"].items() if a["type"] == "const"}
+            spec = {"definition": definition, "axes": {**consts, **workload["axes"]},
+                    "workload_inputs": workload["inputs"]}  # fmt: skip
+            values = make_inputs(spec, seed=1, device="cuda")
+            names = [n for n in definition["inputs"] if n not in scalar_inputs(spec)]
+            inputs = dict(zip(names, [v for v in values if isinstance(v, torch.Tensor)], strict=True))
+            out, lse = batch_call(kind, spec, inputs, "cuda")()()
+            want_out, want_lse = run_reference(
+                compile_reference(definition["reference"]), definition, spec["axes"], values
+            )
+            for got, want in ((out, want_out), (lse, want_lse)):
+                bad = ((got.float() - want.float()).abs() > 1e-2) & (
+                    (got.float() - want.float()).abs() > 1e-2 * want.float().abs()
+                )
+                if bool(bad.any()):
+                    raise RuntimeError(f"{int(bad.sum())} elements differ from the task's reference")
+        except Exception as exc:  # noqa: BLE001 - report per wrapper, go on
+            failures += 1
+            print(f"{kind}: failed: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
+            continue
+        _marker_named(kind).parent.mkdir(parents=True, exist_ok=True)
+        _marker_named(kind).write_text(f"matched {task}'s reference\n")
+        print(f"{kind}: ready in {time.perf_counter() - started:.1f} s (matched {task}'s reference)")
+    return 1 if failures else 0
+
+
 def warm(head_dims: tuple[int, ...] = (128,)) -> int:
     """Compile (or find compiled) the prefill for each head dim and check it on a small problem."""
     failures = 0
@@ -122,10 +240,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm", action="store_true", help="compile FlashInfer's prefill here")
     parser.add_argument("--head-dim", type=int, action="append", choices=HEAD_DIMS)
+    parser.add_argument("--warm-batch", action="store_true", help="compile and check the GQA batch wrappers")
     args = parser.parse_args()
     if not installed():
         print("FlashInfer is not installed here", file=sys.stderr)
         sys.exit(2)
+    if args.warm_batch:
+        sys.exit(warm_batch())
     if not args.warm:
         for head_dim in args.head_dim or [128]:
             print(f"D={head_dim}: {readiness(head_dim) or 'ready'}")
