@@ -137,13 +137,14 @@ def test_reports_over_imported_runs(tmp_path: Path) -> None:
     md = markdown(rows, 1, 2)
     # run-one: 1 of 2 correct at T=1 (Wilson 9–91 %), 2 of 2 at T=2, 1 of 2 verified, best 0.8×.
     line = next(line for line in md.splitlines() if line.startswith("| run-one"))
-    assert "| 1/2 50% [9–91] | 2/2 100% [34–100] | 1/2 50% [9–91] | 0.800× | n/a |" in line
+    assert "| 1/2 50% [9–91] | 2/2 100% [34–100] | 1/2 50% [9–91] | 0.800× | not measured |" in line
     assert "incorrect_numerical 1" in md and "no kernel in the answer 1" in md
 
     page = render_html(records, rows, 1, 2, "paper <rows>")
-    assert page.count("<svg") == 3 and "paper &lt;rows&gt;" in page
-    assert not re.search(r"(src|href)=\"https?:", page) and "<script" not in page and "<link" not in page
-    assert "run-one" in page and "0.800×" in page
+    # correct@T curves for each of the two targets, the speedups, the failure mix; one page, nothing fetched.
+    assert page.count("<svg") == 4 and "paper &lt;rows&gt;" in page
+    assert not re.search(r'(src|href)="(?!#)', page) and "<link" not in page and page.count("<script>") == 1
+    assert "run-one" in page and "0.800×" in page and "/home/u" not in page
 
     table = cells_csv(cells).splitlines()
     columns = table[0].split(",")

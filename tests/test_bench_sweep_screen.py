@@ -30,10 +30,11 @@ async def test_grid_opens_a_cell_then_a_replay(
         grid = app.screen.query_one(DataTable)
         await until(pilot, lambda: grid.row_count == 2)
         rows = cells(grid)
-        # model, target, task, variant, done, running, correct, SASS, static, best
+        # model, target, task, variant, done, running, correct, SASS, static, best: a static sweep at
+        # T = 2 measures no correctness (its turns 2 built and never ran), only the static tier.
         assert [r[4:] for r in rows] == [
-            ["2/2", "0", "0/2", "0/2", "0/2", "–"],
-            ["2/2", "0", "0/2", "0/2", "2/2", "–"],
+            ["2/2", "0", "n/a", "n/a", "0/2", "–"],
+            ["2/2", "0", "n/a", "n/a", "2/2", "–"],
         ]
         assert rows[1][0].endswith("fixes.json") and rows[1][3] == "no-pack"
         assert "4/4 trajectories done" in str(app.screen.query_one("#title", Static).render())

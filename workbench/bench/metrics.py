@@ -9,13 +9,19 @@ ours count from 1, so turns <= T):
 Beyond the paper: static_passed@T, fast_p, the geometric-mean speedup over correct trajectories with
 a bootstrap interval, the unbiased pass@k, Wilson intervals, the failure mix, tokens and cost per
 correct trajectory. Only finished trajectories count; unfinished ones are reported as such.
+
+Only what was measured: a trajectory's correct@T is known when one of its first T turns was correct,
+or when every one of them was judged by the correctness tier or failed to build (a kernel that does
+not build is not correct on any machine). A cell's count is None ("not measured") unless every
+trajectory's answer is known, and for every T beyond the turn budget its runs gave their trajectories:
+a static sweep, which never runs the GPU tiers, measures no correct@T, never 0 %.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from workbench.bench.records import TrajectoryRecord, TurnRow
@@ -38,10 +44,10 @@ class CellMetrics:
     turn_limit: int
     n_trajectories: int
     n_unfinished: int
-    correct: int
+    correct: int | None
     correct_rate: float | None
     correct_ci: tuple[float, float] | None
-    sass_verified: int
+    sass_verified: int | None
     sass_verified_rate: float | None
     sass_verified_ci: tuple[float, float] | None
     static_passed: int | None
@@ -54,6 +60,8 @@ class CellMetrics:
     fast_p: dict[str, float | None]
     pass_at_k: dict[str, float]
     turns_evaluated: int
+    turn_budget: int | None = None
+    """The most turns its runs gave a trajectory (a sweep's `turns`; imported data: its longest)."""
     failure_mix: dict[str, int] = field(default_factory=dict)
     tokens: int | None = None
     cost_usd: float | None = None
@@ -70,6 +78,39 @@ class CellMetrics:
 
 def _first(rows: Sequence[TurnRow], limit: int) -> list[TurnRow]:
     return [row for row in rows if row.turn <= limit]
+
+
+UNMEASURED = frozenset({"not_run", "infrastructure_error"})  # a tier that gave no answer
+
+
+def _ran(row: TurnRow, tier: str) -> bool:
+    """Whether the tier answered for this turn. Rows without tiers (imported, or no kernel) are answered:
+    PTXBench ran every GPU tier, and a turn without a kernel is not correct anywhere."""
+    return not row.tiers or row.tiers.get(tier, "not_run") not in UNMEASURED
+
+
+def _build_failed(row: TurnRow) -> bool:
+    return row.tiers.get("build", "not_run") not in UNMEASURED | {"passed"}
+
+
+def correctness_known(row: TurnRow) -> bool:
+    return row.correct or _ran(row, "correctness") or _build_failed(row)
+
+
+def sass_known(row: TurnRow) -> bool:
+    """SASS-verified is correct and the family proven executed: known once either answer is in."""
+    return row.sass_verified or (correctness_known(row) and (not row.correct or _ran(row, "dynamic")))
+
+
+def _known(rows: Sequence[TurnRow], hit: str, known: Callable[[TurnRow], bool]) -> bool | None:
+    """Whether some row has `hit`; None where no row has it and some row's answer is unknown."""
+    if any(getattr(r, hit) for r in rows):
+        return True
+    return False if all(known(r) for r in rows) else None
+
+
+def _count(answers: Sequence[bool | None]) -> int | None:
+    return None if None in answers else sum(bool(a) for a in answers)
 
 
 def best_speedup(rows: Iterable[TurnRow]) -> float | None:
@@ -95,17 +136,24 @@ def _sum(values: list[float | int | None]) -> float | None:
     return sum(known) if known else None
 
 
-def cell_metrics(cell: Cell, trajectories: Sequence[TrajectoryRecord], limit: int) -> CellMetrics:
+def cell_metrics(
+    cell: Cell, trajectories: Sequence[TrajectoryRecord], limit: int, budget: int | None = None
+) -> CellMetrics:
+    """The cell's metrics at T = `limit`; past `budget` (the turns its runs allowed) nothing is measured."""
     finished = [t for t in trajectories if t.finished]
     n = len(finished)
     firsts = [_first(t.rows, limit) for t in finished]
-    correct = sum(any(r.correct for r in rows) for rows in firsts)
-    sass = sum(any(r.sass_verified for r in rows) for rows in firsts)
+    beyond = budget is not None and limit > budget
+    correct = None if beyond else _count([_known(rows, "correct", correctness_known) for rows in firsts])
+    sass = None if beyond else _count([_known(rows, "sass_verified", sass_known) for rows in firsts])
     every_row = [r for rows in firsts for r in rows]
     static_known = all(r.static_passed is not None for r in every_row)
     static = sum(any(bool(r.static_passed) for r in rows) for rows in firsts) if static_known else None
-    bests = [b for b in (best_speedup(rows) for rows in firsts) if b is not None]
-    fast = {f"{p:g}": (sum(b >= p for b in bests) / n if n else None) for p in FAST_P}
+    # No correctness measured, no speedup either: an empty list would read as "none was correct".
+    bests = (
+        [b for b in (best_speedup(rows) for rows in firsts) if b is not None] if correct is not None else []
+    )
+    fast = {f"{p:g}": (sum(b >= p for b in bests) / n if n and correct is not None else None) for p in FAST_P}
     failures = Counter(r.status for r in every_row if r.status != "passed")
     tokens = _sum([r.tokens for r in every_row])
     cost = _sum([r.cost_usd for r in every_row])
@@ -137,8 +185,9 @@ def cell_metrics(cell: Cell, trajectories: Sequence[TrajectoryRecord], limit: in
         geomean_speedup_ci=bootstrap_geomean(bests, _seed(cell, limit)),
         n_timed=len(bests),
         fast_p=fast,
-        pass_at_k={str(k): pass_at_k(n, correct, k) for k in PASS_K if k <= n},
+        pass_at_k={str(k): pass_at_k(n, correct, k) for k in PASS_K if k <= n and correct is not None},
         turns_evaluated=len(every_row),
+        turn_budget=budget,
         failure_mix=dict(sorted(failures.items())),
         tokens=int(tokens) if tokens is not None else None,
         cost_usd=cost,
@@ -155,8 +204,16 @@ def group_cells(records: Iterable[TrajectoryRecord]) -> dict[Cell, list[Trajecto
 
 
 def compute(
-    records: Iterable[TrajectoryRecord], turn_limits: Sequence[int] = DEFAULT_TURNS
+    records: Iterable[TrajectoryRecord],
+    turn_limits: Sequence[int] = DEFAULT_TURNS,
+    budgets: Mapping[str, int] | None = None,
 ) -> list[CellMetrics]:
-    """One `CellMetrics` per cell and turn limit, cells in key order, limits as given."""
+    """One `CellMetrics` per cell and turn limit, cells in key order, limits as given; `budgets` are the
+    runs' turn budgets (a run not named there has none: every T is reported)."""
     cells = group_cells(records)
-    return [cell_metrics(cell, cells[cell], limit) for cell in sorted(cells) for limit in turn_limits]
+    known = budgets or {}
+    return [
+        cell_metrics(cell, cells[cell], limit, known.get(cell[0]))
+        for cell in sorted(cells)
+        for limit in turn_limits
+    ]

@@ -1,108 +1,206 @@
-"""The report's plots, drawn with matplotlib to SVG text (no display, no files): correct@T curves per
-model, the distribution of each model's per-trajectory best speedups, and the failure mix.
+"""The report's plots, drawn with matplotlib to SVG text (no display, no files).
+
+correct@T curves per target (each model's line; PTXBench's published runs dashed beside the user's
+solid ones), each series' distribution of per-trajectory best speedups, and the failure mix. Legends sit
+outside the axes, so they never cover data. Text, axes and ticks are drawn in `currentColor` on a
+transparent background, so a plot reads in the page's light and dark colours alike. Each curve and its
+legend entry carry `data-model`, so the page's model filter hides them with the table rows.
 """
 
 from __future__ import annotations
 
+import html
 import io
-from collections import Counter, defaultdict
-from collections.abc import Sequence
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+from workbench.bench.labels import model_labels
 from workbench.bench.metrics import best_speedup
+from workbench.bench.ptxbench import SOURCE as PTXBENCH
 from workbench.bench.records import TrajectoryRecord
 
+INK = "#010203"  # drawn as this, then written as currentColor: the page's text colour
+STYLE = {
+    "svg.fonttype": "none",  # text stays text: smaller, searchable, in the page's font
+    "svg.hashsalt": "ptxwb",  # the same data gives the same SVG
+    "text.color": INK,
+    "axes.labelcolor": INK,
+    "axes.edgecolor": INK,
+    "xtick.color": INK,
+    "ytick.color": INK,
+    "grid.color": INK,
+    "figure.facecolor": "none",
+    "axes.facecolor": "none",
+    "savefig.facecolor": "none",
+    "legend.facecolor": "none",
+    "legend.edgecolor": INK,
+    "legend.framealpha": None,
+    "font.size": 9,
+}
+COLOURS = "tab20"
 
-def _figure(width: float, height: float) -> tuple[Any, Any]:
+
+@dataclass(frozen=True, order=True)
+class Series:
+    """One line of a plot: a model (and variant) of one source."""
+
+    source: str
+    model: str
+    variant: str
+
+    @property
+    def label(self) -> str:
+        variant = "" if self.variant in ("default", "paper") else f" · {self.variant}"
+        source = " (PTXBench)" if self.source == PTXBENCH else ""
+        return f"{self.model}{variant}{source}"
+
+
+@contextmanager
+def _figure(width: float, height: float) -> Iterator[tuple[Any, Any]]:
     import matplotlib
 
     matplotlib.use("svg", force=False)
     from matplotlib.figure import Figure
 
-    # Text stays text (smaller, searchable); the page is still one self-contained file.
-    matplotlib.rcParams["svg.fonttype"] = "none"
-    figure = Figure(figsize=(width, height))
-    return figure, figure.subplots()
+    with matplotlib.rc_context(STYLE):
+        figure = Figure(figsize=(width, height), layout="constrained")
+        yield figure, figure.subplots()
 
 
-def _svg(figure: Any) -> str:
+def _svg(figure: Any, prefix: str, models: dict[str, str] | None = None) -> str:
+    """The figure as inline SVG: ink as currentColor, tagged groups given their `data-model`, and every
+    id prefixed, so that several plots in one page never share an id (a clip path would be another's)."""
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight")
     text = buffer.getvalue()
-    return text[text.index("<svg") :]  # the XML prologue does not belong inside HTML
+    text = text[text.index("<svg") :].replace(INK, "currentColor")  # no XML prologue inside HTML
+    for old, new in (
+        (' id="', f' id="{prefix}-'),
+        ("url(#", f"url(#{prefix}-"),
+        ('href="#', f'href="#{prefix}-'),
+    ):
+        text = text.replace(old, new)
+    for gid, model in (models or {}).items():
+        gid = f"{prefix}-{gid}"
+        text = text.replace(
+            f'<g id="{gid}">', f'<g id="{gid}" class="series" data-model="{html.escape(model)}">'
+        )
+    return re.sub(r"\s*<metadata>.*?</metadata>", "", text, flags=re.DOTALL)  # the tool's date: not ours
 
 
-def _label(record: TrajectoryRecord) -> str:
-    model = record.key.model
-    for prefix in ("scripted:", "replay:"):
-        if model.startswith(prefix):
-            model = prefix + model.removeprefix(prefix).rsplit("/", 1)[-1]
-    return f"{model} · {record.key.target}" + ("" if record.source == "sweep" else f" ({record.source})")
-
-
-def _by_series(records: Sequence[TrajectoryRecord]) -> dict[str, list[TrajectoryRecord]]:
-    series: dict[str, list[TrajectoryRecord]] = defaultdict(list)
+def _by_series(records: Sequence[TrajectoryRecord]) -> dict[Series, list[TrajectoryRecord]]:
+    labels = model_labels(r.key.model for r in records)
+    series: dict[Series, list[TrajectoryRecord]] = {}
     for record in records:
         if record.finished:
-            series[_label(record)].append(record)
-    return dict(sorted(series.items()))
+            key = Series(record.source, labels[record.key.model], record.key.variant)
+            series.setdefault(key, []).append(record)
+    return dict(sorted(series.items(), key=lambda item: (item[0].source != "sweep", item[0])))
 
 
-def correct_curves(records: Sequence[TrajectoryRecord], max_turn: int) -> str:
-    """Share of a model's trajectories (over all its tasks) with a correct turn among the first T."""
-    figure, axes = _figure(7.0, 3.6)
+def _legend_below(figure: Any, columns: int) -> Any:
+    """The figure's legend under its axes: the layout makes room for it, so it covers nothing."""
+    if not figure.axes[0].get_legend_handles_labels()[0]:
+        return None
+    return figure.legend(loc="outside lower center", ncol=columns, fontsize="small")
+
+
+def correct_curves(records: Sequence[TrajectoryRecord], max_turn: int, target: str) -> str:
+    """Per series, the share of its trajectories on this target (all tasks pooled) with a correct turn
+    among the first T, for T = 1 … max_turn."""
     turns = list(range(1, max_turn + 1))
-    for label, group in _by_series(records).items():
-        rates = [
-            sum(any(r.correct for r in t.rows if r.turn <= limit) for t in group) / len(group)
-            for limit in turns
-        ]
-        axes.plot(turns, rates, marker="o", label=f"{label} (n={len(group)})")
-    axes.set(xlabel="turn limit T", ylabel="correct@T (share of trajectories)", ylim=(-0.02, 1.02))
-    axes.set_xticks(turns)
-    axes.grid(alpha=0.3)
-    if axes.get_legend_handles_labels()[0]:
-        axes.legend(fontsize="small", loc="best")
-    return _svg(figure)
+    series = _by_series([r for r in records if r.key.target == target])
+    tags: dict[str, str] = {}
+    with _figure(6.0, 3.0 + 0.1 * len(series)) as (figure, axes):
+        colours = _palette()
+        for index, (key, group) in enumerate(series.items()):
+            rates = [
+                sum(any(r.correct for r in t.rows if r.turn <= limit) for t in group) / len(group)
+                for limit in turns
+            ]
+            style = {"linestyle": "--", "marker": "."} if key.source == PTXBENCH else {"marker": "o"}
+            colour = _colour(colours, index)
+            (line,) = axes.plot(turns, rates, label=f"{key.label} (n={len(group)})", color=colour, **style)
+            line.set_gid(f"line-{index}")
+            tags[f"line-{index}"] = key.model
+        axes.set(xlabel="turn limit T", ylabel="correct@T", ylim=(-0.03, 1.03), title=target)
+        axes.set_xticks(turns)
+        axes.grid(alpha=0.25)
+        legend = _legend_below(figure, 2 if len(series) > 3 else 1)
+        if legend is not None:
+            for index, (key, handle, text) in enumerate(
+                zip(series, legend.get_lines(), legend.get_texts(), strict=True)
+            ):
+                for kind, artist in (("key", handle), ("text", text)):
+                    artist.set_gid(f"{kind}-{index}")
+                    tags[f"{kind}-{index}"] = key.model
+        return _svg(figure, f"curves-{target}", tags)
+
+
+def _palette() -> Any:
+    import matplotlib
+
+    return matplotlib.colormaps[COLOURS]
+
+
+def _colour(colours: Any, index: int) -> Any:
+    """tab20's dark shades first, then its light ones: 20 series before a colour repeats."""
+    return colours((2 * index + (index // 10)) % 20 / 20 + 0.025)
+
+
+def _label(key: Series, target: str, targets: int) -> str:
+    return key.label if targets == 1 else f"{key.label} · {target}"
 
 
 def speedup_distribution(records: Sequence[TrajectoryRecord], max_turn: int) -> str:
-    """Each correct trajectory's best speedup within the first T turns, one box per model."""
-    figure, axes = _figure(7.0, 3.6)
-    series = _by_series(records)
-    values = {
-        label: [
-            b for b in (best_speedup(r for r in t.rows if r.turn <= max_turn) for t in group) if b is not None
-        ]
-        for label, group in series.items()
-    }
-    shown = {label: v for label, v in values.items() if v}
-    if shown:
-        axes.boxplot(list(shown.values()), tick_labels=list(shown), orientation="horizontal", widths=0.5)
-        axes.axvline(1.0, color="grey", linestyle="--", linewidth=1)
-        axes.set(xlabel=f"best speedup over the baseline (turns 1–{max_turn})")
-    else:
-        axes.text(0.5, 0.5, "no correct, timed turn: no speedup measured", ha="center", va="center")
-        axes.set_axis_off()
-    return _svg(figure)
+    """Each correct trajectory's best speedup within the first T turns, one box per series and target."""
+    targets = sorted({r.key.target for r in records})
+    values: dict[str, list[float]] = {}
+    for target in targets:
+        for key, group in _by_series([r for r in records if r.key.target == target]).items():
+            bests = [best_speedup(r for r in t.rows if r.turn <= max_turn) for t in group]
+            found = [b for b in bests if b is not None]
+            if found:
+                values[f"{_label(key, target, len(targets))} (n={len(found)})"] = found
+    with _figure(7.0, 0.9 + 0.28 * max(1, len(values))) as (figure, axes):
+        if values:
+            axes.boxplot(
+                list(values.values()), tick_labels=list(values), orientation="horizontal", widths=0.5
+            )
+            axes.axvline(1.0, color="grey", linestyle="--", linewidth=1)
+            axes.invert_yaxis()  # the first series on top, as in the table
+            axes.grid(alpha=0.25, axis="x")
+            axes.set(xlabel=f"best speedup over the baseline per correct trajectory (turns 1–{max_turn})")
+        else:
+            axes.text(0.5, 0.5, "no correct, timed turn: no speedup measured", ha="center", va="center")
+            axes.set_axis_off()
+        return _svg(figure, "speedups")
 
 
 def failure_mix(records: Sequence[TrajectoryRecord], max_turn: int, labels: dict[str, str]) -> str:
-    """Every evaluated turn's outcome, stacked per model."""
-    series = _by_series(records)
-    mixes = {
-        label: Counter(r.status for t in group for r in t.rows if r.turn <= max_turn)
-        for label, group in series.items()
-    }
+    """Every evaluated turn's outcome as a share of the series' turns, stacked per series and target."""
+    targets = sorted({r.key.target for r in records})
+    mixes: dict[str, Counter[str]] = {}
+    for target in targets:
+        for key, group in _by_series([r for r in records if r.key.target == target]).items():
+            mix = Counter(r.status for t in group for r in t.rows if r.turn <= max_turn)
+            mixes[f"{_label(key, target, len(targets))} ({mix.total()} turns)"] = mix
     statuses = sorted({s for mix in mixes.values() for s in mix}, key=lambda s: (s != "passed", s))
-    figure, axes = _figure(7.0, 0.6 + 0.5 * max(1, len(mixes)))
-    left = [0] * len(mixes)
     names = list(mixes)
-    for status in statuses:
-        widths = [mixes[name][status] for name in names]
-        axes.barh(names, widths, left=left, label=labels.get(status, status))
-        left = [a + b for a, b in zip(left, widths, strict=True)]
-    axes.set(xlabel=f"turns (1–{max_turn})")
-    if statuses:
-        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _svg(figure)
+    with _figure(7.0, 1.2 + 0.28 * max(1, len(names)) + 0.1 * len(statuses)) as (figure, axes):
+        colours = _palette()
+        left = [0.0] * len(names)
+        for index, status in enumerate(statuses):
+            widths = [mixes[name][status] / max(1, mixes[name].total()) for name in names]
+            axes.barh(
+                names, widths, left=left, label=labels.get(status, status), color=_colour(colours, index)
+            )
+            left = [a + b for a, b in zip(left, widths, strict=True)]
+        axes.invert_yaxis()
+        axes.set(xlabel=f"share of turns 1–{max_turn}", xlim=(0, 1))
+        _legend_below(figure, 3)
+        return _svg(figure, "mix")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Self
 
@@ -14,7 +15,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from workbench.errors import UserError
 
 if TYPE_CHECKING:
+    from workbench.bench.metrics import CellMetrics
+    from workbench.bench.pivot import Pivot
     from workbench.bench.ray_backend import RayPools
+    from workbench.bench.records import TrajectoryRecord
 
 app = typer.Typer(
     name="bench",
@@ -22,7 +26,26 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 Folders = Annotated[list[Path], typer.Argument(help="Sweep folders (their rows are reported side by side).")]
-TurnsOption = Annotated[str, typer.Option("--turns", help="Turn limits T, comma-separated.")]
+TurnsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--turns",
+        help="Turn limits T, comma-separated (default: 1 and the runs' turn budget; the smallest where they differ).",
+    ),
+]
+IntervalsOption = Annotated[
+    bool, typer.Option("--intervals", help="Show counts and 95 % intervals in the paper's table.")
+]
+
+
+@dataclass(frozen=True)
+class Measured:
+    records: list[TrajectoryRecord]
+    limits: list[int]
+    cells: list[CellMetrics]
+    pivot: Pivot
+    note: str | None
+    """Where the runs' turn budgets differ, a line that says so."""
 
 
 def parse_turns(text: str) -> list[int]:
@@ -183,31 +206,42 @@ def _ray_pools(
     return ray_backend.RayPools(actors)
 
 
-def _cells(folders: list[Path], limits: list[int]):  # -> tuple[list[TrajectoryRecord], list[CellMetrics]]
+def _measured(folders: list[Path], turns: str | None) -> Measured:
+    """The folders' trajectories (models by their labels), their metrics and the paper's pivot."""
+    from workbench.bench.budgets import default_limits, limits_note, run_budgets
     from workbench.bench.folder import read_folders
+    from workbench.bench.labels import labelled
     from workbench.bench.metrics import compute
+    from workbench.bench.pivot import pivot
 
-    records = read_folders(folders)
+    records = labelled(read_folders(folders))
     if not records:
         raise UserError(f"{', '.join(map(str, folders))}: no trajectories yet")
-    return records, compute(records, limits)
+    budgets = run_budgets(folders, records)
+    limits = parse_turns(turns) if turns is not None else default_limits(budgets)
+    cells = compute(records, limits, budgets)
+    table = pivot(records, limits[0], limits[-1], budgets)
+    return Measured(records, limits, cells, table, limits_note(budgets, limits))
 
 
 @app.command("metrics")
 def metrics(
     folders: Folders,
-    as_json: Annotated[bool, typer.Option("--json", help='Print {"cells": [...]}.')] = False,
-    turns: TurnsOption = "1,4,8",
+    as_json: Annotated[bool, typer.Option("--json", help='Print {"turn_limits", "pivot", "cells"}.')] = False,
+    turns: TurnsOption = None,
 ) -> None:
     """Every metric per cell (run × model × target × task × variant) and turn limit."""
     from workbench.bench.report import cells_json, paper_rows, terminal_table
 
-    limits = parse_turns(turns)
-    _, cells = _cells(folders, limits)
+    found = _measured(folders, turns)
     if as_json:
-        typer.echo(cells_json(cells), nl=False)
+        typer.echo(cells_json(found.cells, found.pivot), nl=False)
         return
-    table_console().print(terminal_table(paper_rows(cells, limits[0], limits[-1]), limits[0], limits[-1]))
+    first, last = found.limits[0], found.limits[-1]
+    console = table_console()
+    console.print(terminal_table(paper_rows(found.cells, first, last), first, last))
+    if found.note:
+        console.print(found.note)
 
 
 @app.command("report")
@@ -219,28 +253,47 @@ def report(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write every cell's metrics as JSON.")
     ] = None,
-    turns: TurnsOption = "1,8",
+    turns: TurnsOption = None,
     title: Annotated[str, typer.Option("--title")] = "PTX Workbench benchmark",
+    intervals: IntervalsOption = False,
+    by_run: Annotated[
+        bool, typer.Option("--by-run", help="Also print one row per run with every metric.")
+    ] = False,
 ) -> None:
-    """The paper-style table (correct@1, correct@T, SASS@T, best speedup@T) and, on request, files."""
-    from workbench.bench.report import cells_csv, cells_json, markdown, paper_rows, terminal_table
+    """The paper's table (models down, tasks across, per target: correct@1, correct@T, SASS@T, best
+    speedup@T) and, on request, files: Markdown, one HTML page with plots, CSV, JSON."""
+    from workbench.bench.report import (
+        cell_legend,
+        cells_csv,
+        cells_json,
+        markdown,
+        paper_rows,
+        pivot_tables,
+        terminal_table,
+    )  # fmt: skip
 
-    limits = parse_turns(turns)
-    records, cells = _cells(folders, limits)
-    first, last = limits[0], limits[-1]
-    rows = paper_rows(cells, first, last)
+    found = _measured(folders, turns)
+    first, last = found.limits[0], found.limits[-1]
+    rows = paper_rows(found.cells, first, last)
     console = table_console()
-    console.print(terminal_table(rows, first, last))
+    for table in pivot_tables(found.pivot, console.width, intervals):
+        console.print(table)
+    if by_run:
+        console.print(terminal_table(rows, first, last))
+    console.print(f"T = {', '.join(map(str, found.limits))}; {cell_legend(found.pivot)}")
+    if found.note:
+        console.print(found.note)
     if md is not None:
-        _write(md, markdown(rows, first, last), "a report")
+        _write(md, markdown(rows, first, last, found.pivot, intervals), "a report")
     if html is not None:
         from workbench.bench.html_report import render_html
 
-        _write(html, render_html(records, rows, first, last, title), "a report")
+        page = render_html(found.records, rows, first, last, title, found.pivot, found.note)
+        _write(html, page, "a report")
     if csv_out is not None:
-        _write(csv_out, cells_csv(cells), "a CSV file")
+        _write(csv_out, cells_csv(found.cells), "a CSV file")
     if json_out is not None:
-        _write(json_out, cells_json(cells), "a JSON file")
+        _write(json_out, cells_json(found.cells, found.pivot), "a JSON file")
     for path in (md, html, csv_out, json_out):
         if path is not None:
             console.print(f"wrote {path}")
