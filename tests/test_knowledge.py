@@ -104,6 +104,14 @@ def test_each_pack_is_within_the_token_budget(target: str) -> None:
     assert stats.id == load_pack(target).pack_id()
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_variant_is_within_the_token_budget(target: str) -> None:
+    """A run gets the pack plus one pattern: that prompt must fit too (the patterns are whole kernels)."""
+    for variant in load_pack(target).variants:
+        stats = pack_stats(load_pack(target, variant))
+        assert stats.within_budget, (variant, stats.total_tokens)
+
+
 def test_editing_a_file_changes_the_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shutil.copytree(knowledge_packs_dir(), tmp_path / "knowledge_packs")
     before = load_pack("hopper").sha256()
