@@ -1,0 +1,73 @@
+"""On a Hopper GPU: the suite's reference kernels through every tier of the `local` executor, at their
+task's headline workload, against their task's baseline.
+
+Run on the GPU host from the checkout:
+`python -m pytest -m gpu -n 0 -s tests/gpu/test_references_suite.py` (-s prints each verdict: the
+speedups are the measurement). FlashInfer's wrappers are the decode baseline only after
+`python -m workbench.evaluate.flashinfer_baseline --warm-batch`; without them, and on a torch whose
+scaled_mm refuses block scales, the verdict's timing notes say which baseline was timed instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from workbench.evaluate.local_executor import LocalExecutor
+from workbench.evaluate.profile import FAMILY_TENSOR_METRIC
+from workbench.evaluate.request import EvalRequest
+from workbench.evaluate.result import EvalResult, Status
+
+pytestmark = pytest.mark.gpu
+
+REFERENCES = Path(__file__).resolve().parent.parent.parent / "references"
+
+
+def _local(path: str, task: str, tmp_path: Path) -> EvalResult:
+    executor = LocalExecutor(tmp_path / "builds")
+    source = (REFERENCES / path).read_text()
+
+    async def go() -> EvalResult:
+        try:
+            return await executor.evaluate(EvalRequest(task=task, target="hopper", source=source))
+        finally:
+            await executor.close()
+
+    result = asyncio.run(go())
+    print(result.model_dump_json(indent=1, exclude={"stages": {"static": {"opcodes", "kernels"}}})[:8000])
+    return result
+
+
+def test_the_fp8_tensor_metric_is_one_ncu_knows_on_hopper() -> None:
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        pytest.skip("ncu is not installed")
+    listed = subprocess.run(
+        [ncu, "--query-metrics", "--chip", "gh100"], check=True, capture_output=True, text=True, timeout=120
+    )
+    metric = FAMILY_TENSOR_METRIC[("hopper", "QGMMA")].removesuffix(".sum")
+    assert metric in listed.stdout, listed.stdout[-2000:]
+
+
+def test_fp8_gemm_reference_passes_every_tier_with_qgmma_on_the_fp8_pipe(tmp_path: Path) -> None:
+    result = _local("fp8_gemm/fp8_gemm_1d2d_ws.cu", "fp8_gemm_nt_1d2d_n4096_k7168", tmp_path)
+    assert result.status == Status.passed, result.message
+    assert result.stages.static.required_family == "QGMMA"
+    assert result.stages.dynamic.executed_families.get("QGMMA", 0) > 0
+    assert result.stages.dynamic.tensor_share == pytest.approx(1.0, rel=0.01)
+    timing = result.stages.timing
+    assert timing.speedup is not None and not timing.faster_than_light
+
+
+def test_paged_decode_reference_passes_every_tier_with_its_kv_through_bulk_copies(tmp_path: Path) -> None:
+    result = _local("gqa/paged_decode_bulk.cu", "gqa_paged_decode_h24_kv8_d128_ps1", tmp_path)
+    assert result.status == Status.passed, result.message
+    assert result.stages.static.required_family == "ASYNC_COPY"
+    assert result.stages.dynamic.executed_families.get("ASYNC_COPY", 0) > 0
+    assert result.stages.dynamic.tensor_share is None
+    timing = result.stages.timing
+    assert timing.speedup is not None and not timing.faster_than_light

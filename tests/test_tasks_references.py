@@ -1,0 +1,54 @@
+"""The suite's reference kernels (references/fp8_gemm, references/gqa) through the real build and the
+static tier of their task's required family (nvcc, cuobjdump; no GPU).
+
+Each must build with the evaluator's command for sm_90a, spill nothing, and hold its task's family in
+its own SASS: the FP8 GEMM QGMMA (wgmma e4m3), the paged decode ASYNC_COPY (cp.async.bulk).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.build_support import needs_nvcc, session_cache
+from workbench.evaluate.executors import make_executor
+from workbench.evaluate.request import EvalRequest
+from workbench.evaluate.result import Status
+from workbench.evaluate.sass import static_stage
+from workbench.tasks import Catalogue
+
+REFERENCES = Path(__file__).resolve().parent.parent / "references"
+# (file, task, families its SASS must hold besides the required one)
+SUITE_REFERENCES = [
+    ("fp8_gemm/fp8_gemm_1d2d_ws.cu", "fp8_gemm_nt_1d2d_n4096_k7168", {"TMA", "MBARRIER", "SETMAXNREG"}),
+    ("gqa/paged_decode_bulk.cu", "gqa_paged_decode_h24_kv8_d128_ps1", {"BULK", "MBARRIER"}),
+]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return session_cache(tmp_path_factory)
+
+
+@needs_nvcc
+@pytest.mark.parametrize(("path", "task", "families"), SUITE_REFERENCES, ids=[p[0] for p in SUITE_REFERENCES])
+def test_reference_builds_without_spills_and_holds_its_tasks_family(
+    path: str, task: str, families: set[str], cache: Path
+) -> None:
+    request = EvalRequest(task=task, target="hopper", source=(REFERENCES / path).read_text())  # type: ignore[arg-type]
+    result = asyncio.run(make_executor("static", cache).evaluate(request, None))
+    build = result.stages.build
+    assert build.status == Status.passed, build.errors or build.compiler_output
+    assert build.resources, "ptxas reported no kernels"
+    for kernel in build.resources:
+        assert kernel.spill_stores_bytes == 0 and kernel.spill_loads_bytes == 0, kernel
+    target = Catalogue.load().get(task).target("hopper")
+    static = asyncio.run(static_stage(build, target))
+    assert static.status == Status.passed, static.message
+    assert static.required_family == target.required_family and static.families[target.required_family] > 0
+    missing = {f for f in families if static.families.get(f, 0) == 0}
+    assert not missing, f"families absent from the SASS: {missing} (have {static.families})"
+    # The FP8 GEMM has no bf16 wgmma to fall back on; the decode no tensor core at all.
+    assert "HGMMA" not in static.opcodes
