@@ -34,9 +34,22 @@ from workbench.tasks.targets import get_target
 
 TARGETS = ("hopper", "blackwell")
 # Patterns that are outlines (no ```cuda block) and say so in their first lines.
-OUTLINES = {"hopper/patterns/fa3_backward.md", "blackwell/patterns/fa4_forward.md"}
+OUTLINES = {"hopper/patterns/fa3_backward.md"}
 # The instructions each target's patterns must compile to.
 OPCODES = {"hopper": ("HGMMA.64x", "UTMALDG", "SYNCS"), "blackwell": ("UTCHMMA", "UTCBAR", "LDTM", "UTMALDG")}
+# What each pattern adds: the TMA-store epilogues, the pair forms, P written back to TMEM.
+PATTERN_OPCODES = {
+    "hopper/patterns/cluster_multicast.md": ("STSM", "UTMASTG"),
+    "hopper/patterns/fa3_forward.md": ("STSM", "UTMASTG"),
+    "blackwell/patterns/warp_specialization.md": ("UTMASTG",),
+    "blackwell/patterns/cluster_multicast.md": (
+        "UTCHMMA.2CTA",
+        "UTCBAR.2CTA.MULTICAST",
+        "UTMALDG.2D.2CTA",
+        "UTMASTG",
+    ),
+    "blackwell/patterns/fa4_forward.md": ("STTM", "UTMASTG"),
+}
 STAGES = re.compile(r"\b(\w+_STAGES) = (\d+)\b")
 
 needs_nvcc = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc is not installed")
@@ -147,7 +160,7 @@ def test_pattern_builds_without_spills_or_serialised_wgmma(target: str, path: st
     assert "Potential Performance Loss" not in report, report  # serialised wgmma, ignored setmaxnreg
     if find_tool("cuobjdump") is not None:
         code = sass(cubin)
-        for opcode in OPCODES[target]:
+        for opcode in OPCODES[target] + PATTERN_OPCODES.get(path, ()):
             assert opcode in code, f"{path}: no {opcode}"
 
 
