@@ -44,6 +44,7 @@ def test_reference_builds_without_spills_and_holds_its_tasks_family(
     assert build.resources, "ptxas reported no kernels"
     for kernel in build.resources:
         assert kernel.spill_stores_bytes == 0 and kernel.spill_loads_bytes == 0, kernel
+        assert kernel.stack_frame_bytes == 0, kernel
     target = Catalogue.load().get(task).target("hopper")
     static = asyncio.run(static_stage(build, target))
     assert static.status == Status.passed, static.message

@@ -25,7 +25,8 @@
 namespace {
 
 constexpr int D = 128;
-constexpr int MAX_G = 8;        // query heads per KV head this kernel handles
+constexpr int MAX_G = 3;        // query heads per KV head the host dispatches (G is a template
+                                // argument, so the per-head state stays in registers)
 constexpr int CHUNK = 32;       // tokens per stage
 constexpr int STAGES = 4;
 constexpr int WARPS = 4;
@@ -59,13 +60,14 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
                : "memory");
 }
 
+template <int G>
 __global__ void __launch_bounds__(WARPS * 32)
     paged_decode_bulk(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
                       const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ kv_indptr,
                       const int* __restrict__ kv_indices, float scale_log2, __nv_bfloat16* __restrict__ out,
                       float* __restrict__ lse, int heads, int kv_heads) {
   extern __shared__ __align__(128) uint8_t smem[];
-  const int b = blockIdx.x, kvh = blockIdx.y, G = heads / kv_heads;
+  const int b = blockIdx.x, kvh = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const uint32_t stages = smem_u32(smem);
   const uint32_t bars = stages + STAGES * STAGE_BYTES;
@@ -95,15 +97,16 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int c = 0; c < STAGES && c < chunks; ++c) fetch(c);
 
   // This lane's 4 dims of each query head, pre-scaled so that scores come out in log2 units.
-  float qf[MAX_G][4];
+  float qf[G][4];
+#pragma unroll
   for (int g = 0; g < G; ++g) {
     const __nv_bfloat16* src = q + (static_cast<size_t>(b) * heads + kvh * G + g) * D + lane * 4;
 #pragma unroll
     for (int i = 0; i < 4; ++i) qf[g][i] = __bfloat162float(src[i]) * scale_log2;
   }
-  float m[MAX_G], l[MAX_G], o[MAX_G][4];
+  float m[G], l[G], o[G][4];
 #pragma unroll
-  for (int g = 0; g < MAX_G; ++g) {
+  for (int g = 0; g < G; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.f;
 #pragma unroll
@@ -121,6 +124,7 @@ __global__ void __launch_bounds__(WARPS * 32)
           reinterpret_cast<const __nv_bfloat162*>(stage + (CHUNK + t) * ROW_BYTES) + lane * 2;
       const float2 k01 = __bfloat1622float2(krow[0]), k23 = __bfloat1622float2(krow[1]);
       const float2 v01 = __bfloat1622float2(vrow[0]), v23 = __bfloat1622float2(vrow[1]);
+#pragma unroll
       for (int g = 0; g < G; ++g) {
         float score = qf[g][0] * k01.x + qf[g][1] * k01.y + qf[g][2] * k23.x + qf[g][3] * k23.y;
 #pragma unroll
@@ -142,6 +146,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   // Merge the four warps' states through shared memory (the stages are free now).
   float* part_o = reinterpret_cast<float*>(smem);                 // [WARPS][MAX_G][D]
   float* part_ml = part_o + WARPS * MAX_G * D;                    // [WARPS][MAX_G][2]
+#pragma unroll
   for (int g = 0; g < G; ++g) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) part_o[(warp * MAX_G + g) * D + lane * 4 + i] = o[g][i];
@@ -182,23 +187,29 @@ void run(tvm::ffi::TensorView q, tvm::ffi::TensorView k_cache, tvm::ffi::TensorV
   const int64_t batch = q.size(0), heads = q.size(1), kv_heads = k_cache.size(2);
   TVM_FFI_CHECK(q.size(2) == D && k_cache.size(3) == D && k_cache.size(1) == 1, ValueError)
       << "head dim 128 and page size 1 only";
-  TVM_FFI_CHECK(heads % kv_heads == 0 && heads / kv_heads <= MAX_G, ValueError) << "at most 8 query heads per KV head";
+  const int64_t group = heads % kv_heads == 0 ? heads / kv_heads : 0;
+  TVM_FFI_CHECK(group >= 1 && group <= MAX_G, ValueError) << "1 to 3 query heads per KV head";
   TVM_FFI_CHECK(kv_indptr.size(0) == batch + 1, ValueError) << "kv_indptr must hold batch_size + 1 offsets";
   if (batch == 0) return;
   const int device = q.device().device_id;
   cudaStream_t stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, device));
-  static const bool ready = [] {
-    return cudaFuncSetAttribute(paged_decode_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES) ==
-           cudaSuccess;
-  }();
-  TVM_FFI_CHECK(ready, RuntimeError) << "cannot raise the shared-memory limit";
   const float scale_log2 = static_cast<float>(sm_scale) * LOG2E;
-  paged_decode_bulk<<<dim3(static_cast<unsigned>(batch), static_cast<unsigned>(kv_heads)), WARPS * 32, SMEM_BYTES,
-                      stream>>>(
-      static_cast<const __nv_bfloat16*>(q.data_ptr()), static_cast<const __nv_bfloat16*>(k_cache.data_ptr()),
-      static_cast<const __nv_bfloat16*>(v_cache.data_ptr()), static_cast<const int*>(kv_indptr.data_ptr()),
-      static_cast<const int*>(kv_indices.data_ptr()), scale_log2, static_cast<__nv_bfloat16*>(output.data_ptr()),
-      static_cast<float*>(lse.data_ptr()), static_cast<int>(heads), static_cast<int>(kv_heads));
+  const dim3 grid(static_cast<unsigned>(batch), static_cast<unsigned>(kv_heads));
+  const auto launch = [&](auto kernel) {
+    TVM_FFI_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES) == cudaSuccess,
+                  RuntimeError)
+        << "cannot raise the shared-memory limit";
+    kernel<<<grid, WARPS * 32, SMEM_BYTES, stream>>>(
+        static_cast<const __nv_bfloat16*>(q.data_ptr()), static_cast<const __nv_bfloat16*>(k_cache.data_ptr()),
+        static_cast<const __nv_bfloat16*>(v_cache.data_ptr()), static_cast<const int*>(kv_indptr.data_ptr()),
+        static_cast<const int*>(kv_indices.data_ptr()), scale_log2, static_cast<__nv_bfloat16*>(output.data_ptr()),
+        static_cast<float*>(lse.data_ptr()), static_cast<int>(heads), static_cast<int>(kv_heads));
+  };
+  switch (heads / kv_heads) {
+    case 1: launch(paged_decode_bulk<1>); break;
+    case 2: launch(paged_decode_bulk<2>); break;
+    default: launch(paged_decode_bulk<3>);  // the host check leaves no other group size
+  }
   cudaError_t err = cudaGetLastError();
   TVM_FFI_CHECK(err == cudaSuccess, RuntimeError) << "launch failed: " << cudaGetErrorString(err);
 }
