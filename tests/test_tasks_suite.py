@@ -372,3 +372,18 @@ def test_each_family_has_a_baseline_or_says_why_it_times_the_reference(
         assert torch.equal(got, want)  # the same reference on the same seeded inputs
     baseline.clear()
     assert all(not got.any() for got in timed)
+
+
+def test_a_matched_ratio_lets_that_share_of_elements_miss_but_never_a_nan() -> None:
+    expected = torch.ones(1000)
+    actual = expected.clone()
+    actual[:5] = 1.5  # 0.5 % of the elements one FP8 step off
+    assert compare_output("O", actual, expected, 1e-2, 1e-2)[0] == "incorrect_numerical"
+    status, check = compare_output("O", actual, expected, 1e-2, 1e-2, ratio=0.995)
+    assert status == "passed" and check["matched_ratio"] == pytest.approx(0.995)
+    actual[5] = 1.5
+    status, check = compare_output("O", actual, expected, 1e-2, 1e-2, ratio=0.995)
+    assert status == "incorrect_numerical" and "(at most 0.50% may be)" in check["reason"]
+    actual[:6] = 1.0
+    actual[0] = float("nan")
+    assert compare_output("O", actual, expected, 1e-2, 1e-2, ratio=0.995)[0] == "incorrect_numerical"

@@ -20,9 +20,11 @@ PASSED, NUMERICAL, SHAPE, DTYPE = "passed", "incorrect_numerical", "incorrect_sh
 
 
 def compare_output(
-    name: str, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float
+    name: str, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, ratio: float = 1.0
 ) -> tuple[str, dict]:
-    """(status, OutputCheck dict) for one output against its reference."""
+    """(status, OutputCheck dict) for one output against its reference. `ratio` < 1 lets that share of
+    elements be outside the tolerances (PTXBench's required_matched_ratio, for FP8 outputs whose
+    spacing is wider than the tolerances); a NaN or Inf where the reference has none never passes."""
     check: dict = {"name": name, "passed": False}
     if list(actual.shape) != list(expected.shape):
         check["reason"] = f"shape {list(actual.shape)}, expected {list(expected.shape)}"
@@ -62,11 +64,15 @@ def compare_output(
     worst_expected = float(y.reshape(-1)[flat])
     check["worst_value"] = None if math.isnan(worst_value) else worst_value  # NaN is not JSON
     check["worst_expected"] = None if math.isnan(worst_expected) else worst_expected
-    if n_bad == 0:
+    nan_count = int((x_nan & ~y_nan).sum())
+    non_finite = nan_count + int(x_inf.sum()) + int((torch.isinf(y) & (x != y) & ~x_nan).sum())
+    if n_bad == 0 or (ratio < 1.0 and n_bad <= (1.0 - ratio) * numel and not non_finite):
         check["passed"] = True
         return PASSED, check
-    nan_count = int((x_nan & ~y_nan).sum())
-    parts = [f"{n_bad} of {numel} elements ({n_bad / numel:.2%}) outside atol={atol:g} and rtol={rtol:g}"]
+    allowed = f" (at most {1.0 - ratio:.2%} may be)" if ratio < 1.0 else ""
+    parts = [
+        f"{n_bad} of {numel} elements ({n_bad / numel:.2%}) outside atol={atol:g} and rtol={rtol:g}{allowed}"
+    ]
     if nan_count:
         parts.append(f"{nan_count} are NaN (outputs start as NaN: unwritten elements stay NaN)")
     if int(x_inf.sum()):
