@@ -27,7 +27,7 @@ SMEM_LIMIT = 232_448
 MMA_HEADER = {"hopper": "ptxwb_wgmma.cuh", "blackwell": "ptxwb_tcgen05.cuh"}
 # Accumulator initialisations the GPU tests overwrite with NaN: a pattern must be correct whatever
 # its accumulators hold before the first MMA (scale-d / enable-input-d = 0 on the first step).
-POISON = re.compile(r"\b(acc|o)\[i\] = 0\.f;")
+POISON = re.compile(r"\b(acc|o|dk|dv)\[i\] = 0\.f;")
 NAN = "__int_as_float(0x7fc00000);"
 
 
@@ -88,10 +88,12 @@ HOPPER_HARNESSES = {
     "hopper/patterns/warp_specialization.md": GPU_DATA / "pattern_ws_harness.cu",
     "hopper/patterns/cluster_multicast.md": PATTERN_CHECKS / "hopper_cluster_harness.cu",
     "hopper/patterns/fa3_forward.md": PATTERN_CHECKS / "hopper_fa3_harness.cu",
+    "hopper/patterns/fa3_backward.md": PATTERN_CHECKS / "hopper_fa3_bwd_harness.cu",
 }
 FIRST_STEP_MUTANTS = {
     "hopper/patterns/cluster_multicast.md": ("(kt | k) != 0 ? 1u : 0u", "1u"),
     "hopper/patterns/fa3_forward.md": ("(j > 0 || kk > 0) ? 1u : 0u", "1u"),
+    "hopper/patterns/fa3_backward.md": ("(it | kk) != 0 ? 1u : 0u", "1u"),
 }
 
 
