@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -80,23 +79,19 @@ def compiled_patterns() -> list[tuple[str, str]]:
     ]
 
 
-@cache
-def build_dir() -> Path:
-    import tempfile
-
-    return Path(tempfile.mkdtemp(prefix="ptxwb-pack-patterns-"))
-
-
-@cache
-def builds() -> dict[tuple[str, str], tuple[subprocess.CompletedProcess[str], Path]]:
+@pytest.fixture(scope="module")
+def pattern_builds(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[tuple[str, str], tuple[subprocess.CompletedProcess[str], Path]]:
     """Every pattern compiled once to a cubin with the ptxas report, two at a time (CI has 2 cores)."""
+    out = tmp_path_factory.mktemp("pack-patterns")
 
     def one(item: tuple[str, str]) -> tuple[subprocess.CompletedProcess[str], Path]:
         target, path = item
         stem = path.replace("/", "_").removesuffix(".md")
-        source = build_dir() / f"{stem}.cu"
+        source = out / f"{stem}.cu"
         source.write_text(pattern_unit(target, path))
-        cubin = build_dir() / f"{stem}.cubin"
+        cubin = out / f"{stem}.cubin"
         return nvcc(source, target, cubin, "-cubin", "-Xptxas", "-v"), cubin
 
     items = compiled_patterns()
@@ -148,8 +143,12 @@ def test_every_pattern_asserts_its_shared_memory_against_the_limit() -> None:
 
 @needs_nvcc
 @pytest.mark.parametrize(("target", "path"), compiled_patterns())
-def test_pattern_builds_without_spills_or_serialised_wgmma(target: str, path: str) -> None:
-    done, cubin = builds()[(target, path)]
+def test_pattern_builds_without_spills_or_serialised_wgmma(
+    target: str,
+    path: str,
+    pattern_builds: dict[tuple[str, str], tuple[subprocess.CompletedProcess[str], Path]],
+) -> None:
+    done, cubin = pattern_builds[(target, path)]
     assert done.returncode == 0, done.stderr
     report = done.stderr
     entries = re.findall(r"Compiling entry function '(\w+)'", report)
