@@ -34,7 +34,9 @@ def build_and_run(pattern: str, tmp_path: Path, mutant: bool = False) -> subproc
         timeout=600,
     )
     assert built.returncode == 0, built.stderr
-    ran = subprocess.run([str(exe)], check=False, capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        [str(exe)], check=False, capture_output=True, text=True, timeout=120
+    )  # a hang fails fast
     print(ran.stdout, ran.stderr)
     return ran
 
