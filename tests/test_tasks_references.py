@@ -1,8 +1,9 @@
-"""The suite's reference kernels (references/fp8_gemm, references/gqa) through the real build and the
+"""The suite's reference kernels (references/fp8_gemm, gqa, gdn) through the real build and the
 static tier of their task's required family (nvcc, cuobjdump; no GPU).
 
 Each must build with the evaluator's command for sm_90a, spill nothing, and hold its task's family in
-its own SASS: the FP8 GEMM QGMMA (wgmma e4m3), the paged decode ASYNC_COPY (cp.async.bulk).
+its own SASS: the FP8 GEMM QGMMA (wgmma e4m3), the paged decode and the gated delta-net steps
+ASYNC_COPY (cp.async.bulk).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ REFERENCES = Path(__file__).resolve().parent.parent / "references"
 SUITE_REFERENCES = [
     ("fp8_gemm/fp8_gemm_1d2d_ws.cu", "fp8_gemm_nt_1d2d_n4096_k7168", {"TMA", "MBARRIER", "SETMAXNREG"}),
     ("gqa/paged_decode_bulk.cu", "gqa_paged_decode_h24_kv8_d128_ps1", {"BULK", "MBARRIER"}),
+    ("gdn/gdn_decode_bulk.cu", "gdn_decode_qk4_v8_d128_k_last", {"BULK", "MBARRIER"}),
+    ("gdn/gdn_decode_bulk.cu", "gdn_decode_qk8_v16_d128_k_last", {"BULK", "MBARRIER"}),
+    ("gdn/gdn_mtp_bulk.cu", "gdn_mtp_qk4_v8_d128_k_last", {"BULK", "MBARRIER"}),
 ]
 
 
@@ -33,7 +37,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @needs_nvcc
-@pytest.mark.parametrize(("path", "task", "families"), SUITE_REFERENCES, ids=[p[0] for p in SUITE_REFERENCES])
+@pytest.mark.parametrize(("path", "task", "families"), SUITE_REFERENCES, ids=[p[1] for p in SUITE_REFERENCES])
 def test_reference_builds_without_spills_and_holds_its_tasks_family(
     path: str, task: str, families: set[str], cache: Path
 ) -> None:

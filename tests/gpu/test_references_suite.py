@@ -71,3 +71,21 @@ def test_paged_decode_reference_passes_every_tier_with_its_kv_through_bulk_copie
     assert result.stages.dynamic.tensor_share is None
     timing = result.stages.timing
     assert timing.speedup is not None and not timing.faster_than_light
+
+
+@pytest.mark.parametrize(
+    ("path", "task"),
+    [
+        ("gdn/gdn_decode_bulk.cu", "gdn_decode_qk4_v8_d128_k_last"),
+        ("gdn/gdn_decode_bulk.cu", "gdn_decode_qk8_v16_d128_k_last"),
+        ("gdn/gdn_mtp_bulk.cu", "gdn_mtp_qk4_v8_d128_k_last"),
+    ],
+)
+def test_gdn_references_pass_every_tier_with_the_state_through_a_bulk_copy(
+    path: str, task: str, tmp_path: Path
+) -> None:
+    result = _local(path, task, tmp_path)
+    assert result.status == Status.passed, result.message
+    assert result.stages.dynamic.executed_families.get("ASYNC_COPY", 0) > 0
+    timing = result.stages.timing
+    assert timing.speedup is not None and not timing.faster_than_light

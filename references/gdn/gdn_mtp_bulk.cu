@@ -1,0 +1,157 @@
+// Gated delta-net multi-token step for gdn_mtp_qk4_v8_d128_k_last (head size 128), Hopper sm_90a.
+//
+// Row b starts from the pool's state initial_state[initial_state_indices[b]] and runs its T tokens in
+// order. Per token and value head hv (query/key head h = hv / (HV / H)), q and k L2-normalised:
+//   g = exp(-exp(A_log) * softplus(a + dt_bias)), beta = sigmoid(b)
+//   S = g * S;  S[v, :] += beta * (v[v] - S[v, :] . k) * k;  output[v] = scale * S[v, :] . q
+// The state S is k-last: [V, K] fp32, 64 KB per (b, hv), read once, kept in shared memory across the
+// tokens, and written once (final_state; the pool is never written).
+//
+// As the decode reference (gdn_decode_bulk.cu): the state's 64 KB arrive by one bulk copy
+// (cp.async.bulk, SASS UBLKCP) completing on an mbarrier while the first token's q, k and gates are
+// prepared; each warp owns 32 rows for every token (a lane 4 consecutive k), so only the per-token
+// q, k and gates are shared between warps; the last token's rows go straight to global memory.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/extra/c_env_api.h>
+#include <tvm/ffi/function.h>
+
+namespace {
+
+constexpr int D = 128;
+constexpr int THREADS = 128;
+constexpr int STATE_BYTES = D * D * 4;
+constexpr int SMEM_BYTES = STATE_BYTES + 2 * D * 4 + 4 * 4 + 16;
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+// Sum over the block's 128 threads; `scratch` holds one float per warp.
+__device__ __forceinline__ float block_sum(float x, float* scratch) {
+  x = warp_sum(x);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
+  __syncthreads();
+  const float total = scratch[0] + scratch[1] + scratch[2] + scratch[3];
+  __syncthreads();
+  return total;
+}
+
+__global__ void __launch_bounds__(THREADS)
+    gdn_mtp_bulk(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+                 const __nv_bfloat16* __restrict__ v, const float* __restrict__ pool, const int* __restrict__ pool_index,
+                 const float* __restrict__ A_log, const __nv_bfloat16* __restrict__ a,
+                 const __nv_bfloat16* __restrict__ dt_bias, const __nv_bfloat16* __restrict__ b_gate, float scale,
+                 __nv_bfloat16* __restrict__ out, float* __restrict__ final_state, int steps, int heads, int v_heads) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  float* S = reinterpret_cast<float*>(smem);  // [V][K]
+  float* qn = S + D * D;
+  float* kn = qn + D;
+  float* scratch = kn + D;
+  uint64_t* bar = reinterpret_cast<uint64_t*>(scratch + 4);
+  const int b = blockIdx.x, hv = blockIdx.y, h = hv / (v_heads / heads);
+  const size_t slot = static_cast<size_t>(b) * v_heads + hv;
+  const size_t start = static_cast<size_t>(pool_index[b]) * v_heads + hv;
+  const uint32_t bar_addr = smem_u32(bar);
+
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_addr));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_addr), "r"(STATE_BYTES)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_u32(S)),
+                 "l"(pool + start * D * D), "r"(STATE_BYTES), "r"(bar_addr)
+                 : "memory");
+  }
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  for (int step = 0; step < steps; ++step) {
+    // Token `step`'s q and k of head h normalised, the gates of head hv (the first token's while the
+    // state is in flight).
+    const size_t token = static_cast<size_t>(b) * steps + step;
+    const float qt = __bfloat162float(q[(token * heads + h) * D + t]);
+    const float kt = __bfloat162float(k[(token * heads + h) * D + t]);
+    const float q_norm = rsqrtf(block_sum(qt * qt, scratch) + 1e-6f);
+    const float k_norm = rsqrtf(block_sum(kt * kt, scratch) + 1e-6f);
+    qn[t] = qt * q_norm;
+    kn[t] = kt * k_norm;
+    const size_t gate = token * v_heads + hv;
+    const float x = __bfloat162float(a[gate]) + __bfloat162float(dt_bias[hv]);
+    const float softplus = x > 20.f ? x : log1pf(expf(x));
+    const float decay = expf(-expf(A_log[hv]) * softplus);
+    const float beta = 1.f / (1.f + expf(-__bfloat162float(b_gate[gate])));
+    __syncthreads();
+    const float4 k4 = reinterpret_cast<const float4*>(kn)[lane];
+    const float4 q4 = reinterpret_cast<const float4*>(qn)[lane];
+    if (step == 0)
+      asm volatile(
+          "{\n.reg .pred done;\n"
+          "WAIT_LOOP:\n"
+          "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n"
+          "@!done bra WAIT_LOOP;\n}\n" ::"r"(bar_addr)
+          : "memory");
+    const __nv_bfloat16* v_row = v + gate * D;
+    const bool last = step == steps - 1;
+    float4* dst = reinterpret_cast<float4*>(final_state + slot * D * D);
+    for (int row = warp; row < D; row += THREADS / 32) {
+      float4* src = reinterpret_cast<float4*>(S + row * D) + lane;
+      float4 s = *src;
+      s.x *= decay, s.y *= decay, s.z *= decay, s.w *= decay;
+      const float predicted = warp_sum(s.x * k4.x + s.y * k4.y + s.z * k4.z + s.w * k4.w);
+      const float delta = beta * (__bfloat162float(v_row[row]) - predicted);
+      s.x += delta * k4.x, s.y += delta * k4.y, s.z += delta * k4.z, s.w += delta * k4.w;
+      const float o = warp_sum(s.x * q4.x + s.y * q4.y + s.z * q4.z + s.w * q4.w);
+      if (last)
+        dst[row * (D / 4) + lane] = s;
+      else
+        *src = s;  // the row stays this warp's: no other warp reads it
+      if (lane == 0) out[gate * D + row] = __float2bfloat16(scale * o);
+    }
+  }
+}
+
+}  // namespace
+
+void run(tvm::ffi::TensorView q, tvm::ffi::TensorView k, tvm::ffi::TensorView v, tvm::ffi::TensorView initial_state,
+         tvm::ffi::TensorView initial_state_indices, tvm::ffi::TensorView A_log, tvm::ffi::TensorView a,
+         tvm::ffi::TensorView dt_bias, tvm::ffi::TensorView b, double scale, tvm::ffi::TensorView output,
+         tvm::ffi::TensorView final_state) {
+  const DLDataType bf16{kDLBfloat, 16, 1}, f32{kDLFloat, 32, 1}, i32{kDLInt, 32, 1};
+  TVM_FFI_CHECK(q.dtype() == bf16 && k.dtype() == bf16 && v.dtype() == bf16 && a.dtype() == bf16 &&
+                    b.dtype() == bf16 && dt_bias.dtype() == bf16 && output.dtype() == bf16,
+                TypeError)
+      << "q, k, v, a, b, dt_bias and output must be bfloat16";
+  TVM_FFI_CHECK(initial_state.dtype() == f32 && A_log.dtype() == f32 && final_state.dtype() == f32 &&
+                    initial_state_indices.dtype() == i32,
+                TypeError)
+      << "initial_state, A_log and final_state must be float32, initial_state_indices int32";
+  const int64_t batch = q.size(0), steps = q.size(1), heads = q.size(2), v_heads = v.size(2);
+  TVM_FFI_CHECK(q.size(3) == D && v.size(3) == D, ValueError) << "head size 128";
+  TVM_FFI_CHECK(v_heads % heads == 0 && k.size(2) == heads, ValueError) << "value heads a multiple of q/k heads";
+  if (batch == 0 || steps == 0) return;
+  cudaStream_t stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, q.device().device_id));
+  static const bool ready = [] {
+    return cudaFuncSetAttribute(gdn_mtp_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES) == cudaSuccess;
+  }();
+  TVM_FFI_CHECK(ready, RuntimeError) << "cannot raise the shared-memory limit";
+  gdn_mtp_bulk<<<dim3(static_cast<unsigned>(batch), static_cast<unsigned>(v_heads)), THREADS, SMEM_BYTES, stream>>>(
+      static_cast<const __nv_bfloat16*>(q.data_ptr()), static_cast<const __nv_bfloat16*>(k.data_ptr()),
+      static_cast<const __nv_bfloat16*>(v.data_ptr()), static_cast<const float*>(initial_state.data_ptr()),
+      static_cast<const int*>(initial_state_indices.data_ptr()), static_cast<const float*>(A_log.data_ptr()),
+      static_cast<const __nv_bfloat16*>(a.data_ptr()), static_cast<const __nv_bfloat16*>(dt_bias.data_ptr()),
+      static_cast<const __nv_bfloat16*>(b.data_ptr()), static_cast<float>(scale),
+      static_cast<__nv_bfloat16*>(output.data_ptr()), static_cast<float*>(final_state.data_ptr()),
+      static_cast<int>(steps), static_cast<int>(heads), static_cast<int>(v_heads));
+  cudaError_t err = cudaGetLastError();
+  TVM_FFI_CHECK(err == cudaSuccess, RuntimeError) << "launch failed: " << cudaGetErrorString(err);
+}
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, run);
