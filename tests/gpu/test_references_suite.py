@@ -89,3 +89,21 @@ def test_gdn_references_pass_every_tier_with_the_state_through_a_bulk_copy(
     assert result.stages.dynamic.executed_families.get("ASYNC_COPY", 0) > 0
     timing = result.stages.timing
     assert timing.speedup is not None and not timing.faster_than_light
+
+
+@pytest.mark.parametrize(
+    ("path", "task"),
+    [
+        ("gqa/paged_prefill_causal.cu", "gqa_paged_prefill_causal_h24_kv8_d128_ps1"),
+        ("gqa/ragged_prefill_causal.cu", "gqa_ragged_prefill_causal_h32_kv4_d128"),
+    ],
+)
+def test_prefill_references_pass_every_tier_with_the_bf16_tensor_pipe(
+    path: str, task: str, tmp_path: Path
+) -> None:
+    result = _local(path, task, tmp_path)
+    assert result.status == Status.passed, result.message
+    assert result.stages.static.required_family == "GMMA"
+    assert result.stages.dynamic.tensor_share is not None and result.stages.dynamic.tensor_share >= 0.9
+    timing = result.stages.timing
+    assert timing.speedup is not None and not timing.faster_than_light
