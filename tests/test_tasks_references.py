@@ -68,3 +68,24 @@ def test_reference_builds_without_spills_and_holds_its_tasks_family(
     # The FP8 GEMM has no bf16 wgmma to fall back on; the memory-bound steps no tensor core at all.
     if target.required_family in ("QGMMA", "ASYNC_COPY"):
         assert "HGMMA" not in static.opcodes
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("path", "task"),
+    [
+        ("gqa/paged_decode_bulk.cu", "gqa_paged_decode_h24_kv8_d128_ps1"),
+        ("gdn/gdn_mtp_bulk.cu", "gdn_mtp_qk4_v8_d128_k_last"),
+    ],
+)
+def test_memory_bound_references_hold_their_family_on_blackwell_too(
+    path: str, task: str, cache: Path
+) -> None:
+    # cp.async.bulk and mbarrier are the same instructions on sm_100a: UBLKCP there as on sm_90a.
+    request = EvalRequest(task=task, target="blackwell", source=(REFERENCES / path).read_text())  # type: ignore[arg-type]
+    build = asyncio.run(make_executor("static", cache).evaluate(request, None)).stages.build
+    assert build.status == Status.passed, build.errors or build.compiler_output
+    assert all(kernel.spill_stores_bytes == 0 for kernel in build.resources)
+    static = asyncio.run(static_stage(build, Catalogue.load().get(task).target("blackwell")))
+    assert static.status == Status.passed and static.required_family == "ASYNC_COPY"
+    assert static.opcodes.get("UBLKCP", 0) > 0
