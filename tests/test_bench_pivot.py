@@ -99,14 +99,14 @@ def test_t_defaults_to_the_runs_turn_budget() -> None:
     assert limits_note({"a": 4}, [1, 4]) is None
     assert (
         limits_note({"a": 2, "b": 8}, [1, 2])
-        == "the runs differ in turn budget (2 turns: 1 runs, 8 turns: 1 runs)"
+        == "the runs differ in turn budget (2 turns: 1 run, 8 turns: 1 run)"
     )
     # Beyond a run's budget nothing is measured: a 4-turn run has no correct@8.
     beyond = compute(records, (8,), {"my-sweep": 4})[0]
     assert (beyond.correct, beyond.sass_verified, beyond.turn_budget) == (None, None, 4)
     assert (
         limits_note({"my-sweep": 4}, [1, 8])
-        == "the runs differ in turn budget (4 turns: 1 runs); T = 8 is not measured for 1 of them"
+        == "the runs differ in turn budget (4 turns: 1 run); T = 8 is not measured for 1 of them"
     )
 
 

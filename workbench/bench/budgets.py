@@ -44,7 +44,12 @@ def limits_note(budgets: dict[str, int], limits: list[int]) -> str | None:
     values = sorted(set(budgets.values()))
     if len(values) <= 1 and all(limit <= min(values, default=limits[-1]) for limit in limits):
         return None
-    spread = ", ".join(f"{turns} turns: {sum(v == turns for v in budgets.values())} runs" for turns in values)
+    counts = {turns: sum(v == turns for v in budgets.values()) for turns in values}
+    spread = ", ".join(f"{_plural(turns, 'turn')}: {_plural(runs, 'run')}" for turns, runs in counts.items())
     short = [run for run, turns in budgets.items() if turns < limits[-1]]
     beyond = f"; T = {limits[-1]} is not measured for {len(short)} of them" if short else ""
     return f"the runs differ in turn budget ({spread}){beyond}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

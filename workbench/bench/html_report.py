@@ -42,7 +42,7 @@ thead th { position: sticky; top: 0; z-index: 2; background: var(--head); font-w
 .pivot thead th.model { z-index: 3; }
 .src { display: block; font-weight: 400; color: var(--muted); font-size: 11px; }
 .cell { background: rgba(var(--good), calc(0.06 + 0.34 * var(--rate, 0))); }
-.cell .ms, .key .ms { display: grid; grid-template-columns: auto auto; gap: 0 0.6rem; white-space: nowrap; }
+.cell .ms, .key .ms { display: grid; grid-template-columns: minmax(2.6rem, auto) auto; gap: 0 0.6rem; white-space: nowrap; }
 .nm { color: var(--muted); font-size: 11px; }
 .i { display: none; } body.ci .i { display: inline; } body.ci .r { display: none; }
 .key { display: inline-block; border: 1px solid var(--line); padding: 0.2rem 0.5rem; font-size: 12px; }
@@ -176,9 +176,7 @@ def render_html(
     """The page; `table` is the pivot the other reports showed (made here from `records` if not given)."""
     records = labelled(records)
     table = table if table is not None else pivot(records, first, last)
-    curves = "".join(
-        f"<figure>{plots.correct_curves(records, last, t.target)}</figure>" for t in table.targets
-    )
+    curves = "".join(f"<figure>{plots.correct_curves(records, t.target)}</figure>" for t in table.targets)
     speedups = plots.speedup_distribution(records, last)
     mix = plots.failure_mix(records, last, STATUS_LABELS)
     made = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -194,7 +192,8 @@ def render_html(
 count and 95 % Wilson interval, a cell for its runs; the shade is correct@{last}.</span></p>
 {"".join(_pivot_table(t) for t in table.targets)}
 <h2>correct@T per model, every task of the target pooled</h2>
-<p class="note">Solid: this workbench's runs; dashed: PTXBench's published runs. The model filter hides lines too.</p>
+<p class="note">For every T each run reached. Solid: this workbench's runs; dashed: PTXBench's published runs.
+No point where correctness was not measured. The model filter hides lines too.</p>
 <div class="plots">{curves}</div>
 <h2>Best speedup per correct trajectory</h2><figure>{speedups}</figure>
 <h2>Failure mix</h2><figure>{mix}</figure>

@@ -102,7 +102,7 @@ def sass_known(row: TurnRow) -> bool:
     return row.sass_verified or (correctness_known(row) and (not row.correct or _ran(row, "dynamic")))
 
 
-def _known(rows: Sequence[TurnRow], hit: str, known: Callable[[TurnRow], bool]) -> bool | None:
+def answered(rows: Sequence[TurnRow], hit: str, known: Callable[[TurnRow], bool]) -> bool | None:
     """Whether some row has `hit`; None where no row has it and some row's answer is unknown."""
     if any(getattr(r, hit) for r in rows):
         return True
@@ -144,8 +144,8 @@ def cell_metrics(
     n = len(finished)
     firsts = [_first(t.rows, limit) for t in finished]
     beyond = budget is not None and limit > budget
-    correct = None if beyond else _count([_known(rows, "correct", correctness_known) for rows in firsts])
-    sass = None if beyond else _count([_known(rows, "sass_verified", sass_known) for rows in firsts])
+    correct = None if beyond else _count([answered(rows, "correct", correctness_known) for rows in firsts])
+    sass = None if beyond else _count([answered(rows, "sass_verified", sass_known) for rows in firsts])
     every_row = [r for rows in firsts for r in rows]
     static_known = all(r.static_passed is not None for r in every_row)
     static = sum(any(bool(r.static_passed) for r in rows) for rows in firsts) if static_known else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import io
+import math
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.bench.labels import model_labels
-from workbench.bench.metrics import best_speedup
+from workbench.bench.metrics import answered, best_speedup, correctness_known
 from workbench.bench.ptxbench import SOURCE as PTXBENCH
 from workbench.bench.records import TrajectoryRecord
 
@@ -109,26 +110,32 @@ def _legend_below(figure: Any, columns: int) -> Any:
     return figure.legend(loc="outside lower center", ncol=columns, fontsize="small")
 
 
-def correct_curves(records: Sequence[TrajectoryRecord], max_turn: int, target: str) -> str:
+def _correct_rate(group: list[TrajectoryRecord], limit: int) -> float:
+    """correct@T of the pooled trajectories; NaN (no point drawn) where it was not measured."""
+    answers = [answered([r for r in t.rows if r.turn <= limit], "correct", correctness_known) for t in group]
+    return math.nan if None in answers else sum(bool(a) for a in answers) / len(answers)
+
+
+def correct_curves(records: Sequence[TrajectoryRecord], target: str) -> str:
     """Per series, the share of its trajectories on this target (all tasks pooled) with a correct turn
-    among the first T, for T = 1 … max_turn."""
-    turns = list(range(1, max_turn + 1))
+    among the first T, for every T its runs reached: the whole per-turn curve, whatever T the tables use."""
     series = _by_series([r for r in records if r.key.target == target])
+    longest = max((row.turn for group in series.values() for t in group for row in t.rows), default=1)
     tags: dict[str, str] = {}
     with _figure(6.0, 3.0 + 0.1 * len(series)) as (figure, axes):
         colours = _palette()
         for index, (key, group) in enumerate(series.items()):
-            rates = [
-                sum(any(r.correct for r in t.rows if r.turn <= limit) for t in group) / len(group)
-                for limit in turns
-            ]
+            turns = list(range(1, max((row.turn for t in group for row in t.rows), default=1) + 1))
+            rates = [_correct_rate(group, limit) for limit in turns]
+            note = " not measured" if all(math.isnan(rate) for rate in rates) else ""
             style = {"linestyle": "--", "marker": "."} if key.source == PTXBENCH else {"marker": "o"}
             colour = _colour(colours, index)
-            (line,) = axes.plot(turns, rates, label=f"{key.label} (n={len(group)})", color=colour, **style)
+            label = f"{key.label} (n={len(group)}){note}"
+            (line,) = axes.plot(turns, rates, label=label, color=colour, **style)
             line.set_gid(f"line-{index}")
             tags[f"line-{index}"] = key.model
         axes.set(xlabel="turn limit T", ylabel="correct@T", ylim=(-0.03, 1.03), title=target)
-        axes.set_xticks(turns)
+        axes.set_xticks(range(1, longest + 1))
         axes.grid(alpha=0.25)
         legend = _legend_below(figure, 2 if len(series) > 3 else 1)
         if legend is not None:
