@@ -43,6 +43,7 @@ STYLE = {
     "font.size": 9,
 }
 COLOURS = "tab20"
+WIDE = 10.0  # inches: a plot with a series' name beside each row keeps a readable axis
 
 
 @dataclass(frozen=True, order=True)
@@ -173,11 +174,13 @@ def speedup_distribution(records: Sequence[TrajectoryRecord], max_turn: int) -> 
             found = [b for b in bests if b is not None]
             if found:
                 values[f"{_label(key, target, len(targets))} (n={len(found)})"] = found
-    with _figure(7.0, 0.9 + 0.28 * max(1, len(values))) as (figure, axes):
+    with _figure(WIDE, 0.9 + 0.28 * max(1, len(values))) as (figure, axes):
         if values:
+            ink = {"color": INK}
             axes.boxplot(
-                list(values.values()), tick_labels=list(values), orientation="horizontal", widths=0.5
-            )
+                list(values.values()), tick_labels=list(values), orientation="horizontal", widths=0.5,
+                boxprops=ink, whiskerprops=ink, capprops=ink, flierprops={"markeredgecolor": INK},
+            )  # fmt: skip
             axes.axvline(1.0, color="grey", linestyle="--", linewidth=1)
             axes.invert_yaxis()  # the first series on top, as in the table
             axes.grid(alpha=0.25, axis="x")
@@ -198,7 +201,7 @@ def failure_mix(records: Sequence[TrajectoryRecord], max_turn: int, labels: dict
             mixes[f"{_label(key, target, len(targets))} ({mix.total()} turns)"] = mix
     statuses = sorted({s for mix in mixes.values() for s in mix}, key=lambda s: (s != "passed", s))
     names = list(mixes)
-    with _figure(7.0, 1.2 + 0.28 * max(1, len(names)) + 0.1 * len(statuses)) as (figure, axes):
+    with _figure(WIDE, 1.2 + 0.28 * max(1, len(names)) + 0.1 * len(statuses)) as (figure, axes):
         colours = _palette()
         left = [0.0] * len(names)
         for index, status in enumerate(statuses):
