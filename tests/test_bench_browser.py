@@ -160,7 +160,11 @@ def test_a_sweep_report_in_the_browser(tmp_path: Path) -> None:
             "turn_limit",
             [turn(1, "not_run", STATIC_TIERS)],
         )
-        for target, task in (("hopper", "gemm_n7168_k5120"), ("blackwell", "mha_with_lse_d128"))
+        for target, task in (
+            ("hopper", "gemm_n7168_k5120"),
+            ("hopper", "mha_with_lse_d128"),
+            ("blackwell", "mha_with_lse_d128"),
+        )
         for i in range(2)
     ]
     store_records(tmp_path / "gpu", gpu_sweep_records())
@@ -171,6 +175,9 @@ def test_a_sweep_report_in_the_browser(tmp_path: Path) -> None:
     assert texts[("scripted:refs.json · no-pack", "mha_with_lse_d128")]["correct@1"] == "not measured"
     assert texts[("scripted:ladder.json", "gemm_n7168_k5120")] == {
         "correct@1": "33%", "SASS@1": "0%", "best×@1": "0.500×"}  # fmt: skip
+    # ladder ran Hopper's GEMM only: filtered to it, Blackwell's section and Hopper's attention column go.
+    assert seen["byModel"]["rows"] == ["hopper|scripted:ladder.json"]
+    assert seen["byModel"]["tasks"] == ["gemm_n7168_k5120"] and len(seen["all"]["tasks"]) == 2
     assert "/home/someone" not in page.read_text()
     shot = screenshot(page, _artefacts(tmp_path) / "bench_report_sweep.png", tmp_path)
     assert _png_size(shot)[0] == 1280

@@ -65,6 +65,16 @@ SCRIPT = """
         (d.task === undefined || fits(d.task, task)) && (d.target === undefined || !target || d.target === target);
       el.classList.toggle("off", !shown);
     });
+    // A target without a row left goes, and so does a task column without a number left.
+    document.querySelectorAll("section[data-target]").forEach((section) => {
+      const rows = [...section.querySelectorAll("tbody tr")].filter((row) => !row.classList.contains("off"));
+      if (!rows.length) section.classList.add("off");
+      section.querySelectorAll("th.task").forEach((th) => {
+        const task = th.dataset.task;
+        const filled = rows.some((row) => [...row.querySelectorAll("td.cell")].some((td) => td.dataset.task === task));
+        if (!filled) section.querySelectorAll("[data-task]").forEach((el) => { if (el.dataset.task === task) el.classList.add("off"); });
+      });
+    });
     const rows = document.querySelectorAll(".pivot tbody tr");
     const left = [...rows].filter((row) => !row.closest(".off") && !row.classList.contains("off")).length;
     field("f-count").textContent = left + " of " + rows.length + " table rows shown";

@@ -13,7 +13,7 @@ from dataclasses import replace
 from workbench.bench.ptxbench import SOURCE as PTXBENCH
 from workbench.bench.records import TrajectoryRecord
 
-SOURCES = {"sweep": "this workbench", PTXBENCH: "PTXBench (published)", "mixed": "mixed sources"}
+SOURCES = {"sweep": "this workbench", PTXBENCH: "PTXBench (published)"}
 FILE_MODELS = ("scripted:", "replay:")
 
 
