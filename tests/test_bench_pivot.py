@@ -23,7 +23,7 @@ from bench_support import (
 )
 
 from workbench.bench.budgets import default_limits, limits_note, observed_budgets
-from workbench.bench.formatting import percent, speedup
+from workbench.bench.formatting import count_text, percent, speedup
 from workbench.bench.labels import labelled, model_labels
 from workbench.bench.metrics import cell_metrics, compute
 from workbench.bench.pivot import NOT_MEASURED, metric_text, pivot
@@ -264,3 +264,29 @@ def test_a_static_sweep_report_says_not_measured(
     # What the static tier did measure: fixes passed it at turn 2, fails never did.
     assert cells["scripted:fixes.json"]["texts"]["static@2"] == "100%"
     assert cells["scripted:fails.json"]["texts"]["static@2"] == "0%"
+
+
+def test_intervals_on_demand_are_the_same_counts(tmp_path: Path) -> None:
+    import_ptxbench(write_ptxbench_fixture(tmp_path / "per_turn.csv"), tmp_path / "paper")
+    md, data = tmp_path / "r.md", tmp_path / "r.json"
+    done = subprocess.run(
+        [PTXWB, "bench", "report", tmp_path / "paper", "--intervals", "--md", md, "--json", data, "--turns", "2,8"],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(data.read_text())
+    assert report["turn_limits"] == [2, 8]
+    terminal, markdown = _terminal_cells(done.stdout), _markdown_cells(md.read_text())
+    assert len(terminal) == len(markdown) == len(report["pivot"])
+    for cell in report["pivot"]:
+        first, last = cell["first"], cell["last"]
+        n = last["n_trajectories"]
+        line = " / ".join([
+            count_text(first["correct"], n, tuple(first["correct_ci"])),
+            count_text(last["correct"], n, tuple(last["correct_ci"])),
+            count_text(last["sass_verified"], n, tuple(last["sass_verified_ci"])),
+            speedup(last["best_speedup"]),
+        ])  # fmt: skip
+        assert re.fullmatch(r"(\d+/\d+ \d+% \[\d+–\d+\] / ){3}(\d\.\d{3}×|–)", line)
+        key = (cell["target"], cell["label"], cell["task"])
+        assert terminal[key] == markdown[key] == line
