@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+NOT_MEASURED = "not measured"  # a tier that never ran: never 0 %
+
 
 def percent(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.0f}%"
@@ -10,7 +12,7 @@ def percent(value: float | None) -> str:
 def count_text(value: int | None, n: int, ci: tuple[float, float] | None) -> str:
     """`9/12 75% [47–91]`: the count, the rate and its 95 % Wilson interval."""
     if value is None:
-        return "not measured"
+        return NOT_MEASURED
     if n == 0:
         return "–"
     low, high = ci or (0.0, 0.0)

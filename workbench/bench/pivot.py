@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from workbench.bench.formatting import count_text, percent, speedup
+from workbench.bench.formatting import NOT_MEASURED, count_text, percent, speedup
 from workbench.bench.labels import model_labels, source_label
 from workbench.bench.metrics import CellMetrics, cell_metrics
 from workbench.bench.records import TrajectoryRecord
@@ -86,9 +86,6 @@ class PivotCell:
             "last": self.last.as_dict(),
             "texts": dict(self.texts()),
         }
-
-
-NOT_MEASURED = "not measured"
 
 
 def metric_text(cell: CellMetrics, name: str, intervals: bool = False) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from workbench.bench.labels import model_labels
 from workbench.bench.metrics import answered, best_speedup, correctness_known
+from workbench.bench.pivot import PLAIN_VARIANTS
 from workbench.bench.ptxbench import SOURCE as PTXBENCH
 from workbench.bench.records import TrajectoryRecord
 
@@ -56,7 +57,7 @@ class Series:
 
     @property
     def label(self) -> str:
-        variant = "" if self.variant in ("default", "paper") else f" · {self.variant}"
+        variant = "" if self.variant in PLAIN_VARIANTS else f" · {self.variant}"
         source = " (PTXBench)" if self.source == PTXBENCH else ""
         return f"{self.model}{variant}{source}"
 
