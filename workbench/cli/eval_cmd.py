@@ -111,6 +111,10 @@ def eval_candidate(
             await runner.close()
 
     result = asyncio.run(judge())
+    if solution is None and str(candidate) != "-":
+        from workbench.tui.naming import named_for
+
+        result = named_for(result, str(candidate), language)  # the messages name the user's own file
     if as_json:
         print(result.model_dump_json(indent=2))
     elif feedback:

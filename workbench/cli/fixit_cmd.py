@@ -105,6 +105,10 @@ def export(
         raise UserError(f"--min-gain must not be negative, not {min_gain:g}")
     if executor is not None and teacher_repair is None:
         raise UserError("--executor judges the repair teacher's fixes: give --teacher-repair MODEL too")
+    if eval_tasks is not None and eval_fraction:
+        raise UserError(
+            "--eval-tasks and --eval-fraction are two ways to choose the eval split: give one of them"
+        )
     if per_group is not None and not balance:
         raise UserError("--per-group sets the size of --balance's groups: give --balance too")
     if per_group is not None and per_group < 1:

@@ -45,6 +45,9 @@ def build_app(argv: list[str]) -> typer.Typer:
         no_args_is_help=False,
         pretty_exceptions_enable=False,
         add_completion=False,
+        # Click's plain help: Typer's rich panels label every flag `<bool>` (`--help <bool>`).
+        rich_markup_mode=None,
+        context_settings={"max_content_width": 200},  # as wide as the terminal: no summary cut at 120
     )
     app.callback(invoke_without_command=True)(_home)
     first = next((arg for arg in argv if not arg.startswith("-")), None)

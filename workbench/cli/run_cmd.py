@@ -24,6 +24,7 @@ from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import Language, require_executor_for, require_profile_for
 from workbench.paths import new_session_path
 from workbench.session.events import Candidate, Evaluation, Message, SessionEnd, SessionStart
+from workbench.tui.preflight import refuse_without_gpu
 
 END_LINE = "."
 
@@ -196,7 +197,9 @@ def run(
     context: Annotated[ContextPolicy, typer.Option("--context", help="full or latest-pair.")] = "full",
     language: Annotated[
         Language,
-        typer.Option("--language", help="cuda (.cu kernels) or triton (kernel.py; static or local executor)."),
+        typer.Option(
+            "--language", help="cuda (.cu kernels) or triton (kernel.py; static or local executor)."
+        ),
     ] = "cuda",
     source_counters: Annotated[
         bool,
@@ -220,6 +223,10 @@ def run(
     max_tokens: Annotated[int | None, typer.Option("--max-tokens")] = None,
 ) -> None:
     """Run the agent on one task: each turn the model writes a kernel, the executor judges it."""
+    if no_pack and pack_variant is not None:
+        raise UserError(
+            "--pack-variant adds a file of the knowledge pack that --no-pack leaves out: give one of them"
+        )
     config = agent_config(
         turns=turns,
         target_speedup=target_speedup,
@@ -234,6 +241,7 @@ def run(
     )
     require_executor_for(language, executor)
     require_profile_for(source_counters, executor)
+    refuse_without_gpu(executor)
     out = out or new_session_path(task, target)
     console = Console(highlight=False)
     if paused and (headless or not console.is_terminal):

@@ -19,18 +19,28 @@ from workbench.session.log import SessionRead, kept_through
 app = typer.Typer(help="Inspect, fork, export and import session files.", no_args_is_help=True)
 
 
-ORIGINS = {"model": "model", "edited": "edited by the person", "override": "the person's file"}
+ORIGINS = {
+    "model": "model",
+    "human": "the person (human model)",
+    "edited": "edited by the person",
+    "override": "the person's file",
+}
 
 
 def turn_rows(read: SessionRead) -> list[dict[str, Any]]:
-    """One row per turn: whose kernel was judged (or why none was), its verdict and speedup."""
+    """One row per turn: whose kernel was judged (or why none was), its verdict and speedup.
+
+    With the `human` model the person writes the answers (in the editor, or a file loaded with `o`):
+    their kernels are `human`, not `model`.
+    """
+    author = read.start.author
     rows = {t: {"turn": t, "origin": "no kernel", "status": None, "speedup": None} for t in read.turns()}
     for event in read.events:
         row = rows.get(event.turn) if event.turn is not None else None
         if row is None:
             continue
         if isinstance(event, Candidate):
-            row["origin"] = event.origin
+            row["origin"] = "human" if event.origin == "model" and author == "human" else event.origin
         elif isinstance(event, Control) and event.action == "skip":
             row["origin"] = row["status"] = "skipped"
         elif isinstance(event, Evaluation):

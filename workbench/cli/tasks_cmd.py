@@ -94,9 +94,9 @@ def task(
         return
     out = console()
     star = "  ★ headline task" if details["headline"] else ""
-    out.print(
-        f"[bold]{details['name']}[/bold]  ({details['op_type']}, {details['family'] or 'unknown family'}){star}"
-    )
+    # The op type, and the family where it says more (a GEMM's is `gemm` twice).
+    kinds = list(dict.fromkeys([details["op_type"], details["family"] or "unknown family"]))
+    out.print(f"[bold]{details['name']}[/bold]  ({', '.join(kinds)}){star}")
     if details["description"]:
         out.print(details["description"])
     axes = ", ".join(

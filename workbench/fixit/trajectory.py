@@ -125,4 +125,7 @@ def find_sessions(paths: Sequence[Path]) -> tuple[list[SessionFile], int]:
             raise UserError(f"{path}: not a session file (no session_start line)")
         else:
             found.append(SessionFile(path, path.name))
+    if not found:  # an empty dataset from a mistyped folder would look like a finished export
+        others = f" ({skipped} other .jsonl files)" if skipped else ""
+        raise UserError(f"no session files in {', '.join(str(p) for p in paths)}{others}")
     return found, skipped
