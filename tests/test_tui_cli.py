@@ -17,7 +17,7 @@ from tui_pilot import until
 from workbench.agent.config import AgentConfig
 from workbench.evaluate.toolchain import find_tool
 from workbench.session.log import read_session
-from workbench.tasks import resolve_task
+from workbench.tasks import Catalogue, resolve_task
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.drivers.live import LiveDriver
 from workbench.tui.drivers.replay import ReplayDriver
@@ -94,7 +94,7 @@ async def test_home_lists_sessions_and_replays_one(tmp_path: Path) -> None:
     async with app.run_test(size=(140, 40)) as pilot:
         sessions = app.screen.query_one("#sessions", DataTable)
         await until(pilot, lambda: sessions.row_count == 1)
-        assert app.screen.query_one("#tasks", DataTable).row_count == 31
+        assert app.screen.query_one("#tasks", DataTable).row_count == len(Catalogue.load().tasks)
         sessions.focus()
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, SessionScreen))

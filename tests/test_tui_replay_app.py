@@ -231,11 +231,11 @@ async def test_help_palette_zoom_and_conversation(session_file: Path) -> None:
         assert isinstance(app.screen, SessionScreen)
         # The command palette runs screen actions by name.
         await pilot.press("ctrl+p")
-        await pilot.press(*"Slower")
+        await pilot.press(*"Prev turn")
         await pilot.pause()
         await pilot.press("enter")
         await pilot.pause()
-        assert driver.speed == 50.0
+        assert screen(app).selected == driver.player.turns()[-2]
         await pilot.press("v", "z")
         assert app.screen.maximized is not None and app.screen.maximized.id == "code"
         await pilot.press("z")

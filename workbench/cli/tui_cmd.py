@@ -10,12 +10,11 @@ import typer
 
 from workbench.errors import UserError
 from workbench.evaluate.request import Language
-from workbench.paths import new_session_path, runs_dir, sessions_dir
+from workbench.paths import new_session_path, sessions_dir
 from workbench.tui.replay import MAX_SPEED, MIN_SPEED, speed_in_range
 
 if TYPE_CHECKING:
-    from textual.app import App
-
+    from workbench.tui.app import WorkbenchApp
     from workbench.tui.drivers.base import Driver
 
 THEME_HELP = "Textual theme, e.g. textual-dark, nord, gruvbox, textual-light."
@@ -35,11 +34,12 @@ def _demo_session(folder: Path, name: str) -> Path:
     return path
 
 
-def _run_app(make: Callable[[], App[object]], theme: str | None, driver: Driver | None = None) -> None:
+def _run_app(make: Callable[[], WorkbenchApp], theme: str | None, driver: Driver | None = None) -> None:
     """Build the workbench app and run it; an unknown --theme is bad input, said before the screen opens.
 
     The driver's session file is made once the app is built, before it runs; a session that could
-    not be written while the app ran ends the command with that one line.
+    not be written while the app ran (this one, or a run started from home) ends the command with
+    that one line.
     """
     from textual.app import InvalidThemeError
 
@@ -53,8 +53,9 @@ def _run_app(make: Callable[[], App[object]], theme: str | None, driver: Driver 
     if driver is not None:
         driver.open()
     app.run()
-    if driver is not None and driver.failure is not None:
-        raise UserError(driver.failure)
+    failed = [d.failure for d in [driver, *app.started] if d is not None and d.failure is not None]
+    if failed:
+        raise UserError(failed[0])
 
 
 def _check_speed(speed: float) -> float:
@@ -87,11 +88,7 @@ def home(theme: str | None = None) -> None:
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.screens.home import HomeScreen
 
-    screen = HomeScreen([sessions_dir(), runs_dir()])
-    _run_app(lambda: WorkbenchApp(lambda: screen, theme=theme), theme)
-    failed = [driver.failure for driver in screen.started if driver.failure is not None]
-    if failed:  # a run started there could not write its session: it ended the app
-        raise UserError(failed[0])
+    _run_app(lambda: WorkbenchApp(HomeScreen.default, theme=theme), theme)
 
 
 def demo(
@@ -134,20 +131,24 @@ def author(
     """Write a kernel in your own editor; each save is evaluated and the panes update."""
     from workbench.evaluate.executors import make_executor
     from workbench.evaluate.request import require_executor_for, require_profile_for
+    from workbench.jsonfile import read_text
     from workbench.tasks import get_target, resolve_task
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.drivers.author import AuthorDriver
+    from workbench.tui.preflight import refuse_without_gpu
 
-    if kernel.is_dir():
-        raise UserError(f"{kernel}: a folder, not a .cu file")
-    if not kernel.is_file():
+    if not kernel.exists():
         raise UserError(f"{kernel}: no such file (create it, then run `ptxwb author` on it)")
-    # Everything the workbench would only find out once its screen is open.
+    # Everything the workbench would only find out once its screen is open: the file as `ptxwb eval`
+    # reads it (a folder, not UTF-8, empty), the task, the target, the executor.
+    if not read_text(kernel, "kernel file").strip():
+        raise UserError(f"{kernel}: the file is empty (write a kernel in it, then run `ptxwb author` on it)")
     resolve_task(task).workload(workload)
     get_target(target)
     language = language or ("triton" if kernel.suffix == ".py" else "cuda")
     require_executor_for(language, executor)
     require_profile_for(source_counters, executor)
+    refuse_without_gpu(executor)
     driver = AuthorDriver(
         task=task,
         target=target,

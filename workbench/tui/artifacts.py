@@ -159,6 +159,28 @@ class ArtifactCache:
         self._start(key, unpack)
         return CodeDocument.missing(f"unpacking the {which.upper()} this session carries …")
 
+    def lines_missing(self, turn: TurnView) -> str | None:
+        """Why a carried SASS listing maps no line to CUDA, when a rebuild here could map it."""
+        listings = turn.listings
+        if listings is None or listings.sass is None or listings.lines is not None:
+            return None
+        return "this session carries its SASS but not the cubin's line table (recorded before it was kept)"
+
+    async def map_lines(self, turn: TurnView, target: str) -> str | None:
+        """The carried SASS again with its CUDA lines, from a rebuild here proven to be the recorded
+        cubin (its sha256); None once the SASS tab's document has them, else why not."""
+        listings, candidate, result = turn.listings, turn.candidate, turn.evaluation
+        if listings is None or candidate is None or result is None or listings.cubin_sha256 is None:
+            return "the session recorded no cubin hash to check a rebuild against"
+        if not can_rebuild():
+            return "with nvcc and cuobjdump here the kernel would be rebuilt to map its lines"
+        built = await rebuild_here(candidate.source, target, result.stages.static, listings.cubin_sha256)
+        if built.sass is None or not built.lines:
+            return built.why_not or "the rebuilt cubin has no line table"
+        document = await asyncio.to_thread(CodeDocument.from_text, built.sass, "sass", target, built.lines)
+        self._keep(("carried", id(listings), "sass", target), document)  # `sass` adds the counts
+        return None
+
     def _file(
         self, file: Path, language: Language, target: str, what: str, cubin: Path | None = None
     ) -> CodeDocument:

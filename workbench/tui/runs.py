@@ -8,6 +8,7 @@ from workbench.agent.models import make_model
 from workbench.evaluate.executors import make_executor
 from workbench.paths import new_session_path
 from workbench.tui.drivers.live import LiveDriver, Pace, TuiHuman
+from workbench.tui.preflight import refuse_without_gpu
 from workbench.tui.screens.session import SessionScreen
 
 
@@ -15,6 +16,7 @@ def live_screen(
     task: str, target: str, model: str, executor: str, config: AgentConfig, pace: Pace
 ) -> SessionScreen:
     """A session screen driving a new agent run; bad settings raise `UserError` before anything starts."""
+    refuse_without_gpu(executor)
     human = TuiHuman() if model == "human" else None
     agent = MiniPTXAgent(
         task=task,

@@ -55,6 +55,7 @@ class AuthorDriver(Driver):
         self._lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._writer: SessionWriter | None = None
+        self._judged = 0  # evaluations written: a session that failed before any is not kept
         self._sink: Sink | None = None
         self._start = SessionStart(
             session_id=uuid.uuid4().hex,
@@ -64,7 +65,7 @@ class AuthorDriver(Driver):
             author="human",
             settings={
                 "executor": executor.name,
-                "kernel": str(self.kernel),
+                "kernel": self.kernel.name,  # the file's name only: no host path enters a session
                 "workload": workload,
                 "language": language,
                 "source_counters": source_counters,
@@ -82,6 +83,10 @@ class AuthorDriver(Driver):
         if self.problem:
             return self.problem
         return f"watching {self.kernel.name}: save it to re-evaluate · x evaluates now"
+
+    @property
+    def own_file(self) -> tuple[str, str] | None:
+        return self.kernel.name, self.language
 
     def can(self, action: str) -> bool:
         return action == "evaluate_now" and not self.evaluating
@@ -124,16 +129,28 @@ class AuthorDriver(Driver):
             except UserError as exc:
                 self.fail(sink, exc)
 
-    async def _evaluate(self, sink: Sink, force: bool) -> None:
+    def _read(self) -> str | None:
+        """The file's source; None (and `problem` says why) when it cannot be a candidate yet: a save
+        that is not UTF-8 or is empty waits for the next save, as `ptxwb eval` refuses it."""
+        name = self.kernel.name
         try:
-            source = self.kernel.read_text(encoding="utf-8")
+            source = self.kernel.read_bytes().decode("utf-8")
         except OSError as exc:
-            self.problem = f"cannot read {self.kernel}: {exc.strerror}"
-            sink.state_changed()
-            return
-        self.problem = None
-        sha = hashlib.sha256(source.encode("utf-8")).hexdigest()
-        if sha == self._last_sha and not force:
+            self.problem = f"cannot read {name}: {exc.strerror}"
+        except UnicodeDecodeError as exc:
+            self.problem = f"{name}: not UTF-8 text (byte {exc.start}); save it as UTF-8 to evaluate it"
+        else:
+            if source.strip():
+                self.problem = None
+                return source
+            self.problem = f"{name} is empty: write a kernel and save it"
+        return None
+
+    async def _evaluate(self, sink: Sink, force: bool) -> None:
+        source = self._read()
+        sha = hashlib.sha256(source.encode("utf-8")).hexdigest() if source is not None else None
+        if source is None or sha == self._last_sha and not force:
+            sink.state_changed()  # the problem said, or gone (the file is back to what was judged)
             return
         self._last_sha = sha
         self.turn += 1
@@ -162,6 +179,7 @@ class AuthorDriver(Driver):
         await self._emit(
             Evaluation(turn=turn, result=result, listings=await asyncio.to_thread(carry, result))
         )
+        self._judged += 1
         sink.state_changed()
 
     async def _emit(self, event: Event) -> None:
@@ -173,6 +191,13 @@ class AuthorDriver(Driver):
     async def close(self) -> None:
         self._stop.set()
         self._sink = None
+        if self._writer is not None and self.failure is not None and not self._judged:
+            # Refused before any verdict (a GPU executor on a host without one): nothing worth a
+            # session in runs/, which the home screen would list.
+            self._writer.close()
+            self._writer = None
+            if self.session_path is not None:
+                self.session_path.unlink(missing_ok=True)
         if self._writer is not None:
             end = SessionEnd(turn=self.turn or None, reason="stopped_by_person", note="author mode closed")
             try:

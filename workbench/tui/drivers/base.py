@@ -54,6 +54,11 @@ class Driver:
         """The turn being prepared before any of its events exist (the header's n of n/N)."""
         return None
 
+    @property
+    def own_file(self) -> tuple[str, str] | None:
+        """The person's kernel file (name, language) when the candidates are theirs (author mode)."""
+        return None
+
     def pending_source(self, turn: int) -> str | None:
         """A candidate of `turn` waiting for the person's review, not yet a session event."""
         return None

@@ -12,6 +12,8 @@ from workbench.tui.replay import ReplayPlayer, Sleep
 
 # The keymap's driver actions of replay mode: the ones this driver answers.
 ACTIONS = frozenset(a.action for a in keymap.for_mode("replay") if a.driver)
+# The ones that only mean something while there is more to play.
+PLAYING = frozenset({"toggle_pause", "faster", "slower", "seek_forward"})
 
 
 class ReplayDriver(Driver):
@@ -23,8 +25,11 @@ class ReplayDriver(Driver):
         kwargs = {"sleep": sleep} if sleep is not None else {}
         self.player = ReplayPlayer(read.events, speed=speed, **kwargs)
         self.session_path: Path | None = read.path
+        self._start = read.start
         self._sink: Sink | None = None
         self._more = asyncio.Event()
+        self._seeks = 0
+        self._redrawing = asyncio.Lock()
         if paused:
             self.player.pause()
 
@@ -46,9 +51,19 @@ class ReplayDriver(Driver):
             return "space plays · < > seek by turn · + - speed"
         return "space pauses · + - speed · < > seek by turn"
 
+    @property
+    def own_file(self) -> tuple[str, str] | None:
+        # An author session: the person's file, as the author screen named it.
+        kernel = self._start.settings.get("kernel")
+        if self._start.author != "human" or not isinstance(kernel, str):
+            return None
+        return Path(kernel).name, str(self._start.settings.get("language", "cuda"))
+
     def can(self, action: str) -> bool:
         if action == "fork":
             return self.player.played_turn() is not None
+        if self.player.finished and action in PLAYING:
+            return False  # nothing left to play: pausing or a new speed would change nothing shown
         return action in ACTIONS
 
     async def run(self, sink: Sink) -> None:
@@ -77,23 +92,34 @@ class ReplayDriver(Driver):
         self.player.set_speed(self.player.speed / 2)
         self._changed()
 
-    async def seek(self, direction: int) -> None:
-        """Rewind to the end of the previous turn, or jump to the end of the next one."""
+    def seek(self, direction: int) -> None:
+        """Rewind to the end of the previous turn, or jump to the end of the next one.
+
+        The play position moves at once, so every key counts even while a redraw is under way;
+        `redraw` then shows the position the last seek left.
+        """
         turns = self.player.turns()
         here = self.player.played_turn()
         if direction < 0:
             earlier = [t for t in turns if here is not None and t < here]
-            target = earlier[-1] if earlier else None
-            self.player.seek_to_end_of(target)
+            self.player.seek_to_end_of(earlier[-1] if earlier else None)
         else:
             later = [t for t in turns if here is None or t > here]
             if later:
                 self.player.seek_to_end_of(later[0])
             else:
                 self.player.seek_to_end()
-        if self._sink is not None:
-            await self._sink.rebuild(self.player.played())
+        self._seeks += 1
         self._more.set()
+        self._changed()
+
+    async def redraw(self) -> None:
+        """Fold what has been played into the screen after seeks; one redraw for a burst of them."""
+        seeks = self._seeks
+        async with self._redrawing:
+            if seeks != self._seeks or self._sink is None:
+                return  # a later seek redraws, from where it left the player
+            await self._sink.rebuild(self.player.played())
         self._changed()
 
     def _changed(self) -> None:

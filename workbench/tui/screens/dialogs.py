@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -29,11 +30,13 @@ class EditorScreen(ModalScreen[str | None]):
         Binding("escape", "cancel", "Cancel", priority=True),
     ]
 
-    def __init__(self, source: str, title: str, context: str = "") -> None:
+    def __init__(self, source: str, title: str, context: str = "", *, plain: bool = False) -> None:
+        """`plain`: the context is the workbench's feedback, laid out in lines (not markdown)."""
         super().__init__()
         self.source = source
         self.title_text = title
         self.context = context
+        self.plain = plain
 
     def compose(self) -> ComposeResult:
         with Horizontal() as box:
@@ -41,7 +44,11 @@ class EditorScreen(ModalScreen[str | None]):
             if self.context:
                 # What the person answers: the task, or the feedback on their last kernel.
                 with VerticalScroll(id="context"):
-                    yield Markdown(self.context)
+                    yield (
+                        Static(Text(self.context), id="context-text")
+                        if self.plain
+                        else Markdown(self.context)
+                    )
             with Vertical(id="editing"):
                 yield Label("ctrl+s: evaluate this kernel · escape: cancel", classes="hint")
                 yield CudaEditor(self.source, show_line_numbers=True, tab_behavior="indent", id="editor")

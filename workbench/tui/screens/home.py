@@ -17,12 +17,13 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from workbench.errors import UserError
 from workbench.evaluate.result import Status
+from workbench.paths import runs_dir, sessions_dir
 from workbench.session.events import Evaluation
 from workbench.session.log import read_session
 from workbench.tasks import Catalogue, Task
-from workbench.tui.drivers.base import Driver
 from workbench.tui.screens.run_form import StartRunScreen
 from workbench.tui.screens.session import SessionScreen
+from workbench.tui.widgets.columns import Column, fitting, lines, narrowest, wrap
 from workbench.tui.widgets.task_pane import render_task
 from workbench.tui.widgets.timing import speedup_text
 from workbench.tui.widgets.verdict import status_style
@@ -65,6 +66,50 @@ def recent_sessions(folders: list[Path], limit: int = 40) -> list[SessionSummary
     files.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     found = [s for s in map(summarise, files[:limit]) if s is not None]
     return sorted(found, key=lambda s: s.started, reverse=True)
+
+
+def model_label(model: str) -> str:
+    """A session's model for the list: a `scripted:` or `replay:` model by its kind (its file is in the
+    session), any other model string as it is."""
+    kind, _, rest = model.partition(":")
+    return kind if rest and kind in ("scripted", "replay") else model
+
+
+def session_cells(s: SessionSummary) -> dict[str, Text]:
+    date = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started))
+    verdict = Text(s.verdict.value, status_style(s.verdict)) if s.verdict else Text("—", "dim")
+    return {
+        "date": Text(date),
+        "task": Text(s.task),
+        "target": Text(s.target),
+        "model": Text(model_label(s.model)),
+        "turns": Text(str(s.turns)),
+        "verdict": verdict,
+        "best": speedup_text(s.best),
+        "session": Text(s.path.name),
+    }
+
+
+def session_columns(rows: list[dict[str, Text]]) -> list[Column]:
+    """The session list's columns: the file name wraps first, then the model, the task, the verdict;
+    the number of turns and the target go before the best speedup and the file name do."""
+
+    def column(key: str, priority: int, bend: int | None = None, least: int = 0) -> Column:
+        texts = [key, *(row[key].plain for row in rows)]
+        width = max(map(len, texts))
+        narrow = None if bend is None else min(width, max(least, *map(narrowest, texts)))
+        return Column(key, key, width, priority, narrow, bend or 0)
+
+    return [
+        column("date", 0, bend=5),
+        column("task", 1, bend=3, least=12),
+        column("target", 5),
+        column("model", 4, bend=1, least=10),
+        column("turns", 6),
+        column("verdict", 2, bend=4),
+        column("best", 2),
+        column("session", 3, bend=0, least=16),
+    ]
 
 
 class TaskFilter(Input):
@@ -113,7 +158,12 @@ class HomeScreen(Screen[None]):
         super().__init__()
         self.session_folders = session_folders
         self.tasks: dict[str, Task] = {}
-        self.started: list[Driver] = []  # the runs started here: `ptxwb` reports one that failed
+        self._found: list[SessionSummary] = []
+
+    @classmethod
+    def default(cls) -> HomeScreen:
+        """The home of `ptxwb`: the shipped sessions and the runs folder here."""
+        return cls([sessions_dir(), runs_dir()])
 
     def compose(self) -> ComposeResult:
         intro = Text()
@@ -130,6 +180,9 @@ class HomeScreen(Screen[None]):
                 yield tasks
             with VerticalScroll(id="task-pane") as pane:
                 pane.border_title = "Task"
+                # Read beside the list, not a stop of its own: Tab goes filter, tasks, sessions, where
+                # enter and the arrows always do something.
+                pane.can_focus = False
                 yield Static(id="task-facts")
         sessions: DataTable[object] = DataTable(id="sessions", cursor_type="row")
         sessions.border_title = "Recent sessions"
@@ -143,10 +196,15 @@ class HomeScreen(Screen[None]):
         except UserError as exc:
             self.notify(str(exc), severity="error")
         self._show_tasks("")
-        sessions = self.query_one("#sessions", DataTable)
-        sessions.add_columns("date", "task", "target", "model", "turns", "verdict", "best", "session")
         self.query_one("#filter", TaskFilter).focus()
+
+    def on_screen_resume(self) -> None:
+        # Shown first, or again after a run or a replay: that run's session is in the list now.
         self.action_refresh()
+
+    def on_resize(self) -> None:
+        # The columns that fit depend on the width, known once the layout is done.
+        self.call_after_refresh(lambda: self._show_sessions(self._found))
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -181,14 +239,21 @@ class HomeScreen(Screen[None]):
         self.app.call_from_thread(self._show_sessions, found)
 
     def _show_sessions(self, found: list[SessionSummary]) -> None:
+        self._found = found
         table = self.query_one("#sessions", DataTable)
-        table.clear()
-        for s in found:
-            date = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started))
-            verdict = Text(s.verdict.value, status_style(s.verdict)) if s.verdict else Text("—", "dim")
-            best = speedup_text(s.best)
-            row = (date, s.task, s.target, s.model, str(s.turns), verdict, best, s.path.name)
-            table.add_row(*row, key=str(s.path))
+        at = table.cursor_row
+        rows = [session_cells(s) for s in found]
+        # Fitted to the width (every column whole, long names wrapped), so nothing hides off the right.
+        width = table.size.width - table.styles.gutter.width - table.styles.scrollbar_size_vertical
+        shown = fitting(session_columns(rows), width)
+        table.clear(columns=True)
+        for column in shown:
+            table.add_column(column.title, key=column.key, width=column.width)
+        for summary, cells in zip(found, rows, strict=True):
+            row = [wrap(cells[c.key], c.width) for c in shown]
+            table.add_row(*row, key=str(summary.path), height=max(map(lines, row)))
+        if found:
+            table.move_cursor(row=min(at, len(found) - 1), animate=False)
         table.border_subtitle = f"{len(found)} in {', '.join(str(f) for f in self.session_folders)}"
 
     @on(Input.Submitted, "#filter")
@@ -226,6 +291,9 @@ class HomeScreen(Screen[None]):
         self.app.push_screen(SessionScreen(ReplayDriver(read, speed=4.0)))
 
     def _start(self, screen: SessionScreen | None) -> None:
+        from workbench.tui.app import WorkbenchApp  # the app module imports this one
+
         if screen is not None:
-            self.started.append(screen.driver)
+            assert isinstance(self.app, WorkbenchApp)
+            self.app.started.append(screen.driver)  # `ptxwb` reports a run whose session failed
             self.app.push_screen(screen)

@@ -30,6 +30,7 @@ from workbench.agent.items import EvalProgress, ModelRetry, TextDelta
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import resumed
 from workbench.errors import UserError
+from workbench.evaluate.result import EvalResult
 from workbench.paths import runs_dir
 from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
 from workbench.session.log import fork_session, kept_through, read_session
@@ -37,7 +38,9 @@ from workbench.tui import keymap
 from workbench.tui.artifacts import ArtifactCache, first_error_line
 from workbench.tui.drivers.base import Driver, Item
 from workbench.tui.drivers.live import LiveDriver
-from workbench.tui.model import SessionView
+from workbench.tui.drivers.replay import ReplayDriver
+from workbench.tui.model import SessionView, TurnView
+from workbench.tui.naming import named_for
 from workbench.tui.replay import ReplayDelta
 from workbench.tui.screens.dialogs import ConfirmScreen, EditorScreen, PromptScreen
 from workbench.tui.screens.help import HelpScreen
@@ -68,6 +71,7 @@ class SessionScreen(Screen[None]):
         self.artifacts = ArtifactCache(self._run_listing_job)
         self._shown_key: tuple[object, ...] | None = None
         self._answer_open = False
+        self._named: tuple[EvalResult, EvalResult] | None = None  # the last verdict shown, renamed
 
     # --- layout ----------------------------------------------------------------------------------
 
@@ -121,7 +125,7 @@ class SessionScreen(Screen[None]):
             self.view.add_progress(item.turn, item.progress)
             if item.turn == self.shown_turn:
                 turn = self.view.turn(item.turn)
-                self.query_one(VerdictPane).show(turn.evaluation, turn.progress)
+                self.query_one(VerdictPane).show(self._as_shown(turn.evaluation), turn.progress)
             return
         if isinstance(item, ModelRetry):
             await conversation.discard_stream(item.turn)
@@ -166,10 +170,16 @@ class SessionScreen(Screen[None]):
         await job()
         # A tab said "loading", "disassembling" or "rebuilding": show what is ready for the turn shown.
         number = self.shown_turn
-        if number is not None:
+        if number is None:
+            return
+        try:
             code = self.query_one(CodePane)
-            for tab, maker in self.artifacts.listings(self.view.turn(number), self.target).items():
-                code.update_placeholder(tab, maker)
+        except NoMatches:  # the listing was ready only after the screen went (back, quit): nothing to show
+            if self.is_current:
+                raise
+            return
+        for tab, maker in self.artifacts.listings(self.view.turn(number), self.target).items():
+            code.update_placeholder(tab, maker)
 
     def state_changed(self) -> None:
         try:
@@ -228,7 +238,16 @@ class SessionScreen(Screen[None]):
             error = first_error_line(turn.evaluation)
             code.show(documents, keep_position=same_turn, error_line=error - 1 if error else None)
             self._shown_key = key
-        verdict.show(turn.evaluation, turn.progress)
+        verdict.show(self._as_shown(turn.evaluation), turn.progress)
+
+    def _as_shown(self, result: EvalResult | None) -> EvalResult | None:
+        """The verdict naming the person's own file where the build named its copy (author mode)."""
+        own = self.driver.own_file
+        if result is None or own is None:
+            return result
+        if self._named is None or self._named[0] is not result:
+            self._named = (result, named_for(result, *own))
+        return self._named[1]
 
     def _select(self, number: int | None) -> None:
         self.selected = number
@@ -244,8 +263,6 @@ class SessionScreen(Screen[None]):
         in_mode = keymap.is_mode_action(action, self.driver.mode)
         if in_mode is False:
             return False
-        if action == "back":
-            return self.app.screen_stack[0] is not self  # opened from another screen (home, a parent run)
         if action in keymap.DRIVER_ACTIONS:
             if self.driver.can(action):
                 return True
@@ -272,10 +289,16 @@ class SessionScreen(Screen[None]):
         await self._driver_call("slower")
 
     def action_seek_back(self) -> None:
-        self.run_worker(self.driver.seek(-1), name="seek", group="seek", exclusive=True)  # type: ignore[attr-defined]
+        self._seek(-1)
 
     def action_seek_forward(self) -> None:
-        self.run_worker(self.driver.seek(1), name="seek", group="seek", exclusive=True)  # type: ignore[attr-defined]
+        self._seek(1)
+
+    def _seek(self, direction: int) -> None:
+        driver = self.driver
+        assert isinstance(driver, ReplayDriver)
+        driver.seek(direction)  # at once: a key pressed during a redraw still moves a turn
+        self.run_worker(driver.redraw(), name="seek", group="seek")
 
     async def action_step(self) -> None:
         await self._driver_call("step")
@@ -329,7 +352,11 @@ class SessionScreen(Screen[None]):
                 human.answer(cuda_answer(text))
 
         turn = driver.approver.turn or 1
-        self.app.push_screen(EditorScreen(starting, f"Your kernel for turn {turn}", context=context), done)
+        # After a turn the context is the verdict's feedback, in lines; before the first, the task (markdown).
+        editor = EditorScreen(
+            starting, f"Your kernel for turn {turn}", context=context, plain=self.view.latest_turn is not None
+        )
+        self.app.push_screen(editor, done)
 
     def action_edit_external(self) -> None:
         # The terminal belongs to the editor until it exits (App.suspend): the loop is waiting anyway.
@@ -434,7 +461,14 @@ class SessionScreen(Screen[None]):
     def action_source_sass(self) -> None:
         code = self.query_one(CodePane)
         sass = code.document("sass")
+        number = self.shown_turn
+        turn = self.view.turn(number) if number is not None else None
         if not sass.source_lines:
+            carried = self.artifacts.lines_missing(turn) if turn is not None else None
+            if turn is not None and carried is not None and not sass.unavailable:
+                self.notify(f"{carried}: rebuilding the kernel here to map its lines …", timeout=4)
+                self.run_worker(self._map_lines(turn), name="lines", group="lines", exclusive=True)
+                return
             why = (
                 sass.unavailable
                 or "this listing has no line table (built without -lineinfo, or no nvdisasm here)"
@@ -461,6 +495,17 @@ class SessionScreen(Screen[None]):
         code.view("sass").goto_line(instructions[0])
         code.view("sass").relate(set(instructions))
         self.notify(f"CUDA line {line}: {len(instructions)} SASS instructions (tinted)", timeout=3)
+
+    async def _map_lines(self, turn: TurnView) -> None:
+        why = await self.artifacts.map_lines(turn, self.target)
+        if why is not None:
+            self.notify(f"no source ↔ SASS map: {why}", severity="warning", timeout=6)
+            return
+        if self.shown_turn != turn.number or not self.is_attached:
+            return  # the person has moved on to another turn, or left the screen
+        code = self.query_one(CodePane)
+        code.replace("sass", self.artifacts.listings(turn, self.target)["sass"])
+        self.action_source_sass()  # the jump the key asked for
 
     def action_goto_error(self) -> None:
         number = self.shown_turn
@@ -598,12 +643,13 @@ class SessionScreen(Screen[None]):
         self.app.push_screen(HelpScreen(self.driver.mode))
 
     @property
-    def _run_going(self) -> bool:
+    def run_going(self) -> bool:
         """A live run that has not ended: leaving it stops it."""
         return isinstance(self.driver, LiveDriver) and self.driver.end is None
 
-    def _leave(self, title: str, leave: Callable[[], object]) -> None:
-        if not self._run_going:
+    def leave(self, title: str, leave: Callable[[], object]) -> None:
+        """`leave` (this screen, or the app), once the person agrees to stop a live run still going."""
+        if not self.run_going:
             leave()
             return
         task = self.view.start.task if self.view.start else "this task"
@@ -619,8 +665,11 @@ class SessionScreen(Screen[None]):
 
         self.app.push_screen(ConfirmScreen(title, question), answered)
 
-    def action_back(self) -> None:
-        self._leave("Leaving", self.dismiss)
+    async def action_back(self) -> None:
+        if self.app.screen_stack[0] is self:
+            await self.app.run_action("home")  # the app opened on this session: home is where it goes back
+        else:
+            self.leave("Leaving", self.dismiss)
 
     def action_quit(self) -> None:
-        self._leave("Quitting", self.app.exit)
+        self.leave("Quitting", self.app.exit)

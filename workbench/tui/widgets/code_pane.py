@@ -17,7 +17,7 @@ class CodePane(Vertical):
     ALLOW_MAXIMIZE = True  # `z` zooms the pane
     DEFAULT_CSS = """
     CodePane TabPane { padding: 0; }
-    CodePane .summary { height: 1; color: $text-muted; padding: 0 1; width: 1fr; }
+    CodePane .summary { height: auto; max-height: 3; color: $text-muted; padding: 0 1; width: 1fr; }
     CodePane CodeView { height: 1fr; }
     """
 
@@ -108,7 +108,7 @@ class CodePane(Vertical):
     def _summary(key: str, document: CodeDocument) -> str:
         if document.unavailable:
             return TABS[key]  # the view below says why, wrapped to the pane
-        hint = "  n/N: next/previous marked line" if document.marks else ""
+        hint = " · n and N jump between the marked lines" if document.marks else ""
         return f"{TABS[key]} · {document.summary()}{hint}"
 
     @property

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -11,6 +9,7 @@ from textual.widgets import DataTable, Label, Sparkline
 
 from workbench.evaluate.result import EvalResult, TimingStats
 from workbench.tui.model import SessionView
+from workbench.tui.widgets.columns import Column, fitting, lines, narrowest, wrap
 from workbench.tui.widgets.verdict import status_icon, status_style
 
 
@@ -40,48 +39,6 @@ def trend_caption(view: SessionView) -> str:
     first, last = points[0][1], points[-1][1]
     # Two short lines: each fits the narrowest pane whole, where one long line was cut.
     return f"speedup {first:.2f}× → {last:.2f}×\nbest {best:.2f}× at turn {best_turn}"
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str
-    title: str
-    width: int
-    priority: int  # the highest goes first when the pane is too narrow for all
-    least: int | None = None  # a column that may shrink to this (its cells cut with an ellipsis)
-
-
-CELL_PADDING = 2  # DataTable's one cell of padding either side
-
-
-def fitting(columns: list[Column], width: int) -> list[Column]:
-    """The columns that fit in `width` cells, order kept. The least important go first; when the next
-    to go may shrink (down to its `least`), every column that may shrink does so before it goes."""
-    kept = list(columns)
-
-    def over() -> int:
-        return sum(c.width + CELL_PADDING for c in kept) - width
-
-    while len(kept) > 1 and over() > 0:
-        victim = max(kept, key=lambda c: (c.priority, kept.index(c)))
-        if victim.least is not None:
-            for column in sorted((c for c in kept if c.least is not None), key=lambda c: -c.priority):
-                cut = min(over(), column.width - column.least)
-                kept[kept.index(column)] = replace(column, width=column.width - cut)
-            if over() <= 0:
-                break
-            victim = next(c for c in kept if c.key == victim.key)
-        kept.remove(victim)
-    return kept
-
-
-def clip(text: Text, width: int) -> Text:
-    """`text` cut to `width` cells with an ellipsis, never silently."""
-    if text.cell_len <= width:
-        return text
-    clipped = text.copy()
-    clipped.truncate(width, overflow="ellipsis")
-    return clipped
 
 
 def verdict_text(result: EvalResult) -> Text:
@@ -129,19 +86,21 @@ class TimingPane(Vertical):
 
     @staticmethod
     def _columns(view: SessionView, baselines: list[str]) -> list[Column]:
-        """Every column, widest content first measured; speedups and the verdict matter most."""
-        verdicts = [verdict_text(t.evaluation).cell_len for t in view.turns.values() if t.evaluation]
+        """Every column, widest content first measured; speedups and the verdict matter most. A speedup's
+        header wraps first (its values are short), then the verdict."""
+        verdicts = [verdict_text(t.evaluation).plain for t in view.turns.values() if t.evaluation]
         columns = [Column("turn", "turn", 4, 0)]
         for index, name in enumerate(baselines):
             title = f"× {short(name)}"
-            # The primary speedup may lose its header's end before the verdict goes: its values are short.
-            least = 6 if index == 0 else None
+            least = max(6, narrowest(title))
             columns.append(Column(f"{name}-x", title, max(6, len(title)), 1 if index == 0 else 4, least))
         columns.append(Column("ms", "ms", 13, 3))
-        columns.append(Column("verdict", "verdict", max([7, *verdicts]), 2, least=8))
+        widest = max([7, *map(len, verdicts)])
+        columns.append(Column("verdict", "verdict", widest, 2, max([7, *map(narrowest, verdicts)]), bend=1))
         for name in baselines:
             title = f"{short(name)} ms"
-            columns.append(Column(f"{name}-ms", title, max(8, len(title)), 5))
+            least = max(8, narrowest(title))
+            columns.append(Column(f"{name}-ms", title, max(8, len(title)), 5, least, bend=2))
         return columns
 
     def _rebuild(self, view: SessionView, table: DataTable[object], width: int) -> None:
@@ -153,12 +112,14 @@ class TimingPane(Vertical):
                     baselines.append(baseline.name)
         table.clear(columns=True)
         shown = fitting(self._columns(view, baselines), width)
-        for column in shown:
-            table.add_column(clip(Text(column.title), column.width), key=column.key, width=column.width)
+        titles = [wrap(Text(column.title), column.width) for column in shown]
+        table.header_height = max(map(lines, titles))
+        for column, title in zip(shown, titles, strict=True):
+            table.add_column(title, key=column.key, width=column.width)
         for number, turn in sorted(view.turns.items()):
             cells = self._cells(number, turn.evaluation, turn.candidate is not None, baselines)
-            row = [cells[c.key] for c in shown]
-            table.add_row(*(clip(cell, c.width) for cell, c in zip(row, shown, strict=True)), key=str(number))
+            row = [wrap(cells[c.key], c.width) for c in shown]
+            table.add_row(*row, key=str(number), height=max(map(lines, row)))
         # Timed turns only: an untimed turn has no speedup (not zero); a trend needs two of them.
         speedups = [t.speedup for _, t in sorted(view.turns.items()) if t.speedup is not None]
         sparkline = self.query_one(Sparkline)

@@ -47,6 +47,14 @@ def _count(value: float) -> str:
     return f"{value:,.0f}"
 
 
+def why_not_run(message: str) -> str:
+    """A skipped stage's reason without its own "not run" (the pane already says it once)."""
+    stripped = message.strip()
+    if stripped.lower().startswith("not run"):
+        stripped = stripped[len("not run") :].lstrip(" :;,—-")
+    return stripped
+
+
 def build_evidence(result: EvalResult) -> str:
     build = result.stages.build
     if build.status not in (Status.passed, Status.not_run):
@@ -72,7 +80,7 @@ def build_evidence(result: EvalResult) -> str:
 def static_evidence(result: EvalResult) -> str:
     static = result.stages.static
     if static.status == Status.not_run:
-        return static.message
+        return why_not_run(static.message)
     family = static.required_family or "?"
     count = static.families.get(family, 0)
     if static.required_present:
@@ -101,7 +109,7 @@ def output_evidence(name: str, checks: list[OutputCheck]) -> str:
 def correctness_evidence(result: EvalResult) -> str:
     stage = result.stages.correctness
     if stage.status == Status.not_run:
-        return stage.message
+        return why_not_run(stage.message)
     passed = sum(1 for t in stage.trials if t.passed)
     by_output: dict[str, list[OutputCheck]] = {}
     for trial in stage.trials:
@@ -117,7 +125,7 @@ def correctness_evidence(result: EvalResult) -> str:
 def dynamic_evidence(result: EvalResult) -> str:
     stage = result.stages.dynamic
     if stage.status == Status.not_run:
-        return stage.message
+        return why_not_run(stage.message)
     family = result.stages.static.required_family
     parts = []
     if family:
@@ -135,7 +143,7 @@ def dynamic_evidence(result: EvalResult) -> str:
 def timing_evidence(result: EvalResult) -> str:
     stage = result.stages.timing
     if stage.status == Status.not_run or stage.candidate is None:
-        return stage.message
+        return why_not_run(stage.message)
     c = stage.candidate
     parts = [f"{c.median_ms:.4g} ms (p25–p75 {c.p25_ms:.4g}–{c.p75_ms:.4g})"]
     if stage.speedup is not None and stage.baselines:
