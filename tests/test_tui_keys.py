@@ -110,15 +110,21 @@ async def test_back_from_a_replay_opened_at_home(tmp_path: Path, key: str) -> No
         assert app.is_running
 
 
-async def test_escape_on_the_first_screen_leaves_nothing(tmp_path: Path) -> None:
+async def test_escape_on_the_first_screen_restores_a_zoomed_pane_then_goes_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workbench.tui.screens.home import HomeScreen
+
+    monkeypatch.chdir(tmp_path)
     app, driver = replay_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: driver.state == "ended")
-        assert "back" not in footer_actions(app)
         await pilot.press("v", "z")
         assert app.screen.maximized is not None
         await pilot.press("escape")  # restores the zoomed pane, as it says
         assert app.screen.maximized is None and isinstance(app.screen, SessionScreen)
+        await pilot.press("escape")  # then back: home, where this replay was not opened from
+        await until(pilot, lambda: isinstance(app.screen, HomeScreen))
 
 
 def live_app(tmp_path: Path, first: str = "session") -> tuple[WorkbenchApp, LiveDriver]:

@@ -123,3 +123,31 @@ def test_sass_with_executed_counts_at_common_widths(counted_app, snap_compare, c
     # The counts column beside each instruction, the legend, and the marked line's counts above.
     application, driver = counted_app
     assert snap_compare(application, terminal_size=(columns, 50), run_before=played(driver, "3", "n"))
+
+
+@pytest.mark.parametrize("columns", [120, 180])
+@pytest.mark.parametrize("pane", ["c", "t"])
+def test_a_maximised_pane_at_common_widths(attention_app, snap_compare, columns: int, pane: str) -> None:  # type: ignore[no-untyped-def]
+    # Zoomed (z), the conversation and the timing table fill the terminal, both borders on screen.
+    application, driver = attention_app
+    assert snap_compare(application, terminal_size=(columns, 50), run_before=played(driver, pane, "z"))
+
+
+@pytest.fixture
+def gemm_family_app(tmp_path: Path) -> tuple[WorkbenchApp, ReplayDriver]:
+    """A GEMM session whose first kernel has HMMA, not GMMA: the longest verdict beside cuBLAS."""
+    session = tui_synthetic.events(
+        3, kinds=["missing_family", "full", "full"], baselines=("cuDNN SDPA (torch sdpa)",)
+    )
+    path = tui_synthetic.write(tmp_path / "family.jsonl", session)
+    driver = ReplayDriver(read_session(path), speed=100.0, sleep=instant)
+    return WorkbenchApp.for_driver(driver, theme="textual-dark"), driver
+
+
+@pytest.mark.parametrize("columns", [120, 180])
+def test_long_verdicts_and_baselines_wrap_whole_at_common_widths(
+    gemm_family_app, snap_compare, columns: int
+) -> None:  # type: ignore[no-untyped-def]
+    # `✘ static_missing_family` and `× cuDNN SDPA` in the timing table, the code header's hint: whole.
+    application, driver = gemm_family_app
+    assert snap_compare(application, terminal_size=(columns, 40), run_before=played(driver))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import tui_synthetic
+from agent_support import simt_kernel
 from build_support import needs_nvcc
-from tui_tmux import needs_tmux, ptxwb_in_tmux
+from tui_tmux import Pane, needs_tmux, ptxwb_in_tmux
 
 pytestmark = needs_tmux
 
@@ -40,3 +43,63 @@ def test_the_attention_demo_at_180_columns_cuts_nothing_silently(tmp_path: Path)
         )  # a line each
         pane.keys("c", "n")  # n from the conversation: the code pane still jumps
         pane.keys("q")
+
+
+def ends(pane: Pane) -> bool:
+    """Whether the app ends (and its tmux session with it) within a few seconds."""
+    for _ in range(100):
+        if not pane.alive():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def framed(screen: str) -> list[str]:
+    """The lines of the pane drawn from the screen's top border to its bottom one."""
+    lines = screen.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("╭"))
+    bottom = max(i for i, line in enumerate(lines) if line.startswith("╰"))
+    return [line for line in lines[top : bottom + 1] if line.strip()]
+
+
+def test_a_replay_at_120_columns_seeks_zooms_and_goes_home(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    tui_synthetic.write(tmp_path / "runs" / "s.jsonl", tui_synthetic.events(5))
+    with ptxwb_in_tmux("replay", "runs/s.jsonl", "--paused", cwd=tmp_path, size=(120, 40)) as pane:
+        pane.wait(lambda s: "paused" in s and "space plays" in s)
+        pane.keys(">", ">", ">")  # each counts, even while the panes redraw
+        pane.wait(lambda s: "turn 3/5" in s)
+        pane.keys("c", "z")  # the conversation zoomed: as wide as the terminal, its right border on screen
+        zoomed = pane.wait(lambda s: "╭─ Conversation" in s and "Chat" in s and "Verdict" not in s)
+        assert all(len(line) == 120 and line[-1] in "│╮╯" for line in framed(zoomed)), zoomed
+        pane.keys("z", "Escape")  # unzoom, then back: the app opened on this replay, so home
+        home = pane.wait(lambda s: "Recent sessions" in s and "s.jsonl" in s)
+        header = next(line for line in home.splitlines() if "date" in line and "verdict" in line)
+        assert "best" in header and "session" in header  # every column at 120
+        assert "Traceback" not in home
+        pane.keys("C-q")  # nothing runs: it quits at once
+        assert ends(pane)
+
+
+@needs_nvcc
+def test_author_at_120_columns_waits_out_a_bad_save(tmp_path: Path) -> None:
+    kernel = tmp_path / "mine.cu"
+    kernel.write_text(simt_kernel())
+    args = ("author", "mine.cu", "--task", "gemm_n7168_k5120")
+    with ptxwb_in_tmux(*args, cwd=tmp_path, size=(120, 40)) as pane:
+        first = pane.wait(lambda s: "watching mine.cu" in s and "static_missing_family" in s, timeout_s=240)
+        assert "static_missing_fami…" not in first  # whole in the timing table, wrapped if need be
+        kernel.write_bytes(b"// caf\xe9\n")  # saved as Latin-1 by the person's editor
+        bad = pane.wait(lambda s: "not UTF-8 text (byte 6)" in s)
+        assert "Traceback" not in bad
+        kernel.write_text("")
+        pane.wait(lambda s: "mine.cu is empty" in s)
+        kernel.write_text(simt_kernel() + "// again\n")
+        [session] = (tmp_path / "runs").glob("author_*.jsonl")
+        pane.wait(lambda s: session.read_text().count('"type":"evaluation"') == 2, timeout_s=240)
+        assert "watching mine.cu" in pane.wait(lambda s: "mine.cu is empty" not in s)
+        pane.keys("q")
+        assert ends(pane)
+    text = session.read_text()
+    start = text.splitlines()[0]
+    assert text.count('"type":"candidate"') == 2 and '"kernel":"mine.cu"' in start  # no host path

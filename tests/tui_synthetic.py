@@ -123,6 +123,20 @@ def result(
         families={"GMMA": 8, "TMA": 2, "MBARRIER": 6},
         sass_path=str(sass) if sass else None,
     )
+    if kind == "missing_family":  # mma.sync where wgmma was asked for: correct and timed, no GMMA
+        missing = StaticStage(
+            status=Status.static_missing_family,
+            message="required GMMA missing from the SASS (HMMA instead)",
+            required_family="GMMA",
+            families={"HMMA": 64},
+            sass_path=str(sass) if sass else None,
+        )
+        return EvalResult(
+            status=Status.static_missing_family,
+            message="static: required GMMA missing from the SASS (HMMA instead)",
+            stages=Stages(build=build, static=missing, timing=timing(turn, baselines)),
+            **common,
+        )
     if kind == "static":
         return EvalResult(
             status=Status.passed,

@@ -69,9 +69,13 @@ class WorkbenchApp(App[None]):
     COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {WorkbenchCommands}
     ENABLE_COMMAND_PALETTE = True
 
+    # The first screen's stack is a mode of its own, so going home from it can end it (a stack's
+    # bottom screen cannot be popped or switched away).
+    DEFAULT_MODE: ClassVar[str] = "workbench"
+
     def __init__(self, first: Callable[[], Screen[object]], *, theme: str | None = None) -> None:
         super().__init__()
-        self._first = first
+        self.add_mode("workbench", first)
         # The live runs started in this app (from home): the command reports one whose session failed.
         self.started: list[Driver] = []
         if theme:
@@ -80,9 +84,6 @@ class WorkbenchApp(App[None]):
     @classmethod
     def for_driver(cls, driver: Driver, *, theme: str | None = None) -> WorkbenchApp:
         return cls(lambda: SessionScreen(driver), theme=theme)
-
-    def get_default_screen(self) -> Screen[object]:
-        return self._first()
 
     def _live_run_screen(self) -> SessionScreen | None:
         """The topmost session screen whose live run still goes (under a dialog, perhaps)."""
@@ -110,9 +111,14 @@ class WorkbenchApp(App[None]):
     def go_home(self) -> None:
         home = next((s for s in self.screen_stack if isinstance(s, HomeScreen)), None)
         if home is None:
-            while len(self.screen_stack) > 1:
-                self.pop_screen()
-            self.switch_screen(HomeScreen.default())
+            self.run_worker(self._home_instead(), name="home", group="home", exclusive=True)
             return
         while self.screen is not home:
             self.pop_screen()
+
+    async def _home_instead(self) -> None:
+        """The home screen in place of the stack this app opened on, whose screens end (unmounted)."""
+        left = self.current_mode
+        self.add_mode("home", HomeScreen.default)
+        await self.switch_mode("home")
+        await self.remove_mode(left)

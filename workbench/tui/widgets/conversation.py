@@ -83,7 +83,7 @@ class LazyMarkdown(Collapsible):
 class MessageBlock(Vertical):
     DEFAULT_CSS = """
     MessageBlock { height: auto; margin: 0 0 1 0; }
-    MessageBlock > .title { color: $text-muted; text-style: bold; }
+    MessageBlock > .title { width: 1fr; color: $text-muted; text-style: bold; }  /* wraps, never cut */
     MessageBlock.-assistant > .title { color: $accent; }
     MessageBlock.-user > .title { color: $secondary; }
     MessageBlock Markdown { margin: 0; padding: 0 1; }

@@ -35,7 +35,8 @@ class HeaderFacts:
     next_turn: int | None = None
 
 
-def render_header(view: SessionView, facts: HeaderFacts) -> Text:
+def render_header(view: SessionView, facts: HeaderFacts, width: int | None = None) -> Text:
+    """The two lines; the hint's parts (`a · b · c`) that fit in `width` whole, the others left out."""
     start = view.start
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(" PTX Workbench ", style="bold reverse")
@@ -71,7 +72,14 @@ def render_header(view: SessionView, facts: HeaderFacts) -> Text:
     if view.end is not None:
         text.append(f"  ended: {view.end.reason.replace('_', ' ')}", style="dim")
     if facts.hint:
-        text.append(f"  — {facts.hint}", style="italic")
+        room = (width or len(facts.hint) + 1_000) - len(text.plain.split("\n")[-1]) - len("  — ")
+        kept: list[str] = []
+        for part in facts.hint.split(" · "):
+            if len(" · ".join([*kept, part])) > room:
+                break
+            kept.append(part)
+        if kept:
+            text.append(f"  — {' · '.join(kept)}", style="italic")
     return text
 
 
@@ -84,11 +92,13 @@ class SessionHeader(Widget):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._text = Text(" PTX Workbench ", style="bold reverse")
+        self._shown: tuple[SessionView, HeaderFacts] | None = None
 
     def render(self) -> Text:
-        return self._text
+        if self._shown is None:
+            return Text(" PTX Workbench ", style="bold reverse")
+        return render_header(*self._shown, width=self.size.width)  # what fits depends on the width
 
     def show(self, view: SessionView, facts: HeaderFacts) -> None:
-        self._text = render_header(view, facts)
+        self._shown = (view, facts)
         self.refresh()
