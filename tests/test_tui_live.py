@@ -178,7 +178,9 @@ def human_app(tmp_path: Path, cache: Path, pace: Pace) -> tuple[WorkbenchApp, Li
 async def test_pause_in_auto_waits_at_the_next_step(tmp_path: Path, cache: Path) -> None:
     app, driver = human_app(tmp_path, cache, "auto")
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, EditorScreen))
+        await until(
+            pilot, lambda: isinstance(app.screen, EditorScreen) and bool(app.screen.query(CudaEditor))
+        )
         await pilot.press("escape")  # not yet: the loop keeps waiting for the person's answer
         assert driver.state == "your turn"
         await pilot.press("space")
@@ -198,7 +200,9 @@ async def test_pause_in_auto_waits_at_the_next_step(tmp_path: Path, cache: Path)
 async def test_human_model_writes_in_the_editor(tmp_path: Path, cache: Path) -> None:
     app, driver = human_app(tmp_path, cache, "auto")
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, EditorScreen))
+        await until(
+            pilot, lambda: isinstance(app.screen, EditorScreen) and bool(app.screen.query(CudaEditor))
+        )
         assert driver.state == "your turn"
         # The task's own signature, not an unrelated example.
         assert (

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import tui_synthetic
+from build_support import needs_nvcc, session_cache
 from rich.console import Console
 from textual.command import CommandPalette
 from textual.widgets import DataTable, OptionList, Static
@@ -21,7 +22,8 @@ from workbench.errors import UserError
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import EvalRequest, ProgressCallback
 from workbench.evaluate.result import EvalResult, Stages, StaticStage, Status
-from workbench.session.events import Candidate, SessionEnd
+from workbench.paths import sessions_dir
+from workbench.session.events import Candidate, Evaluation, SessionEnd
 from workbench.session.log import read_session
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.drivers.author import AuthorDriver
@@ -31,6 +33,7 @@ from workbench.tui.model import SessionView
 from workbench.tui.screens.dialogs import ConfirmScreen
 from workbench.tui.screens.home import HomeScreen
 from workbench.tui.screens.session import SessionScreen
+from workbench.tui.widgets.code_pane import CodePane
 from workbench.tui.widgets.header import HeaderFacts, render_header
 from workbench.tui.widgets.timing import TimingPane
 from workbench.tui.widgets.verdict import render_verdict
@@ -75,9 +78,11 @@ class Synthetic:
     def __init__(self, refuse: str | None = None) -> None:
         self.refuse = refuse
         self.sources: list[str] = []
+        self.asked = asyncio.Event()  # a refusal waits for it, as a host's answer takes a moment
 
     async def evaluate(self, request: EvalRequest, progress: ProgressCallback | None = None) -> EvalResult:
         if self.refuse is not None:
+            await self.asked.wait()
             raise UserError(self.refuse)
         self.sources.append(request.source)
         return tui_synthetic.result(len(self.sources), "compile_error", request.source)
@@ -137,8 +142,11 @@ async def test_the_verdict_names_the_persons_file_not_the_builds(tmp_path: Path)
 
 
 async def test_a_session_refused_before_any_verdict_is_not_kept(tmp_path: Path) -> None:
-    app, driver, _ = author_app(tmp_path, Synthetic(refuse="--executor ssh://gpu: no NVIDIA GPU on gpu"))
+    executor = Synthetic(refuse="--executor ssh://gpu: no NVIDIA GPU on gpu")
+    app, driver, _ = author_app(tmp_path, executor)
     async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, SessionScreen) and driver.evaluating)
+        executor.asked.set()
         await until(pilot, lambda: driver.failure is not None)
     assert driver.failure == "--executor ssh://gpu: no NVIDIA GPU on gpu"
     assert not (tmp_path / "author.jsonl").exists()  # no junk session for the home screen to list
@@ -396,3 +404,28 @@ def test_the_headers_hint_keeps_only_whole_parts(width: int) -> None:
     shown = line.split("  — ")[1].split(" · ") if "  — " in line else []
     assert shown == hint.split(" · ")[: len(shown)]  # a prefix of the parts, each whole
     assert width < 180 or len(shown) == 3
+
+
+# --- 10: j on a shipped session: its SASS mapped to CUDA lines by a rebuild proven the recorded one ----
+
+
+@needs_nvcc
+async def test_j_maps_a_shipped_sessions_sass_by_rebuilding_it_here(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PTXWB_CACHE", str(session_cache(tmp_path_factory)))
+    read = read_session(sessions_dir() / "gemm_n7168_k5120_ladder_h200.jsonl")
+    assert all(
+        e.listings is not None and e.listings.lines is None for e in read.events if isinstance(e, Evaluation)
+    )
+    driver = ReplayDriver(read, speed=1000.0, sleep=instant)
+    app = WorkbenchApp.for_driver(driver, theme="textual-dark")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: driver.state == "ended")
+        await pilot.press(*["left_square_bracket"] * 3)  # turn 1, the SIMT kernel: the quickest build
+        code = app.screen.query_one(CodePane)
+        await pilot.press("j")
+        # Rebuilt here, checked against the recorded cubin's hash, and its line table kept.
+        await until(pilot, lambda: bool(code.document("sass").source_lines), limit=9000)
+        sass = code.document("sass")
+        assert any(sass.instructions_of(line) for line in range(1, len(code.document("cuda").lines) + 1))

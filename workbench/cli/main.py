@@ -10,6 +10,7 @@ import importlib
 import sys
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError
 
 from workbench.errors import UserError
 
@@ -67,6 +68,10 @@ def main() -> None:
     except UserError as exc:
         print(f"ptxwb: {exc}", file=sys.stderr)
         sys.exit(2)
+    except NoArgsIsHelpError as exc:
+        # A command group given no command: its help, as `--help` prints it, and the usage error's code.
+        print(exc.format_message())
+        sys.exit(exc.exit_code)
     except typer.TyperException as exc:
         # The parser's own errors (a missing argument, a non-numeric --turns, an unknown option).
         message = exc.format_message()

@@ -141,7 +141,7 @@ def author(
         raise UserError(f"{kernel}: no such file (create it, then run `ptxwb author` on it)")
     # Everything the workbench would only find out once its screen is open: the file as `ptxwb eval`
     # reads it (a folder, not UTF-8, empty), the task, the target, the executor.
-    if not read_text(kernel, "kernel file").strip():
+    if not read_text(kernel, ".cu file").strip():
         raise UserError(f"{kernel}: the file is empty (write a kernel in it, then run `ptxwb author` on it)")
     resolve_task(task).workload(workload)
     get_target(target)

@@ -55,7 +55,8 @@ class AuthorDriver(Driver):
         self._lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._writer: SessionWriter | None = None
-        self._judged = 0  # evaluations written: a session that failed before any is not kept
+        self._judged = 0  # evaluations written: a session refused before any is not kept
+        self._refused = False
         self._sink: Sink | None = None
         self._start = SessionStart(
             session_id=uuid.uuid4().hex,
@@ -174,6 +175,9 @@ class AuthorDriver(Driver):
         )
         try:
             result = await self.executor.evaluate(request, progress)
+        except UserError:
+            self._refused = True  # the executor's refusal (no GPU there), not the session's
+            raise
         finally:
             self.evaluating = False
         await self._emit(
@@ -191,7 +195,7 @@ class AuthorDriver(Driver):
     async def close(self) -> None:
         self._stop.set()
         self._sink = None
-        if self._writer is not None and self.failure is not None and not self._judged:
+        if self._writer is not None and self._refused and not self._judged:
             # Refused before any verdict (a GPU executor on a host without one): nothing worth a
             # session in runs/, which the home screen would list.
             self._writer.close()

@@ -72,9 +72,7 @@ class Driver:
     def fail(self, sink: Sink, error: UserError) -> None:
         """End the app, non-zero: a session that cannot be written cannot go on."""
         self.failure = self.failure or str(error)  # the first failure is the cause
-        # After the screen's next refresh: a refusal in the first moments must not end the app while
-        # it is still composing the screen.
-        sink.app.call_after_refresh(sink.app.exit, return_code=2)
+        sink.app.exit(return_code=2)
 
     async def close(self) -> None:
         """Stop background work (called when the screen goes away)."""

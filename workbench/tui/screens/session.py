@@ -90,7 +90,9 @@ class SessionScreen(Screen[None]):
         for pane_id, title in PANES.items():
             self.query_one(f"#{pane_id}").border_title = title
         self._refresh_header()
-        self._drive()
+        # Once the screen has been drawn: the app may still be composing around a screen just mounted,
+        # and a driver failing at once (a session file that cannot be written) ends the app.
+        self.call_after_refresh(self._drive)
 
     @work(name="driver", group="driver", exclusive=True)
     async def _drive(self) -> None:
