@@ -409,6 +409,8 @@ def test_the_headers_hint_keeps_only_whole_parts(width: int) -> None:
 # --- 10: j on a shipped session: its SASS mapped to CUDA lines by a rebuild proven the recorded one ----
 
 
+# A cold nvcc build of the shipped kernel: minutes on two busy cores, so left to `-m slow`.
+@pytest.mark.slow
 @needs_nvcc
 async def test_j_maps_a_shipped_sessions_sass_by_rebuilding_it_here(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
