@@ -1,0 +1,54 @@
+"""The honest corpus through the static executor: every kernel builds and passes the static tier, none is
+refused by the source scan, the include allow-list, the link policy or the Triton AST check."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.build_support import needs_nvcc, session_cache
+from tests.honest_support import CUDA, TASK, TRITON, target_of
+from workbench.evaluate.ban import scan
+from workbench.evaluate.executors import make_executor
+from workbench.evaluate.request import EvalRequest
+from workbench.evaluate.result import EvalResult, Status
+from workbench.evaluate.triton_ban import scan as triton_scan
+
+
+def test_the_corpus_is_large_and_each_kernel_says_what_it_exercises() -> None:
+    assert len(CUDA) >= 15 and len(TRITON) >= 3
+    for path in CUDA:
+        assert path.read_text().startswith("// Honest corpus"), path.name
+    for path in TRITON:
+        assert path.read_text().startswith('"""Honest corpus (Triton)'), path.name
+    assert {target_of(p) for p in CUDA} == {"hopper", "blackwell"}
+
+
+@pytest.mark.parametrize("path", CUDA + TRITON, ids=lambda p: p.name)
+def test_the_source_scan_refuses_none(path: Path) -> None:
+    findings = triton_scan(path.read_text()) if path.suffix == ".py" else scan(path.read_text())
+    assert [f.describe() for f in findings] == []
+
+
+def _evaluate(path: Path, cache: Path) -> EvalResult:
+    executor = make_executor("static", cache)
+    request = EvalRequest(
+        task=TASK,
+        target=target_of(path),  # type: ignore[arg-type]
+        source=path.read_text(),
+        language="triton" if path.suffix == ".py" else "cuda",
+    )
+    return asyncio.run(executor.evaluate(request))
+
+
+@needs_nvcc
+@pytest.mark.parametrize("path", CUDA + TRITON, ids=lambda p: p.name)
+def test_each_kernel_builds_and_passes_the_static_tier(path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    result = _evaluate(path, session_cache(tmp_path_factory))
+    build, static = result.stages.build, result.stages.static
+    assert build.status == Status.passed, f"{build.status}: {build.message} {build.errors[:3]}"
+    assert static.status == Status.passed, static.message
+    assert static.required_present
+    assert result.status == Status.not_run  # the GPU tiers are the H200's (tests/gpu/test_honest_gpu.py)
