@@ -121,7 +121,7 @@ def correctness_lines(stage: CorrectnessStage) -> list[str]:
                 parts.append(f"max rel err {check.max_rel_error:.4g}")
             if check.matched_ratio is not None:
                 parts.append(f"matched {check.matched_ratio:.2%}")
-            if check.worst_index is not None:
+            if check.worst_index is not None and "worst at" not in (check.reason or ""):  # said once
                 worst = f"worst at {check.worst_index}"
                 if check.worst_value is not None and check.worst_expected is not None:
                     worst += f": got {check.worst_value:.6g}, expected {check.worst_expected:.6g}"
