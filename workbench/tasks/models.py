@@ -7,7 +7,7 @@ sidecar `tasks/workbench.json`, described by `TaskFacts`.
 
 from __future__ import annotations
 
-import ast
+from types import CodeType
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
@@ -42,6 +42,20 @@ DTYPE_BYTES: dict[str, float] = {
     "bool": 1,
 }
 
+
+
+def _is_expression(text: str) -> bool:
+    try:
+        compile(text, "<expression>", "eval", dont_inherit=True)
+    except SyntaxError:
+        return False
+    return True
+
+
+def _defines_function(module: CodeType, name: str) -> bool:
+    """Whether a module's code binds `name` at top level to a function of that name."""
+    bodies = (c for c in module.co_consts if isinstance(c, CodeType))
+    return name in module.co_names and any(body.co_name == name for body in bodies)
 
 class _Open(BaseModel):
     # Keys this version does not know are kept, so external files load and re-save unchanged.
@@ -90,11 +104,13 @@ class Definition(_Open):
     @field_validator("reference")
     @classmethod
     def _reference_defines_run(cls, source: str) -> str:
+        # Compiled to bytecode, never to ast objects: CPython 3.11's ast conversion is not thread-safe
+        # and definitions load in the TUI's worker threads.
         try:
-            module = ast.parse(source)
+            code = compile(source, "<reference>", "exec", dont_inherit=True)
         except SyntaxError as exc:
             raise ValueError(f"is not valid Python: {exc.msg} (line {exc.lineno})") from exc
-        if not any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in module.body):
+        if not _defines_function(code, "run"):
             raise ValueError("must define a top-level function `run`")
         return source
 
@@ -102,10 +118,8 @@ class Definition(_Open):
     @classmethod
     def _constraints_are_expressions(cls, items: list[str] | None) -> list[str] | None:
         for item in items or []:
-            try:
-                ast.parse(item, mode="eval")
-            except SyntaxError as exc:
-                raise ValueError(f"{item!r} is not a Python expression") from exc
+            if not _is_expression(item):
+                raise ValueError(f"{item!r} is not a Python expression")
         return items
 
     @model_validator(mode="after")
@@ -242,10 +256,8 @@ class TaskFacts(BaseModel):
     @classmethod
     def _expression(cls, text: str | None) -> str | None:
         if text is not None:
-            try:
-                ast.parse(text, mode="eval")
-            except SyntaxError as exc:
-                raise ValueError(f"{text!r} is not a Python expression") from exc
+            if not _is_expression(text):
+                raise ValueError(f"{text!r} is not a Python expression")
         return text
 
 

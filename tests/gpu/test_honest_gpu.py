@@ -1,0 +1,78 @@
+"""On a Hopper GPU: every Hopper kernel of the honest corpus through every tier of the `local` executor at
+the headline workload, one executor (one worker) for all of them, and none refused.
+
+Run on the GPU host from the checkout: `python -m pytest -m gpu -n 0 -s tests/gpu/test_honest_gpu.py`.
+The corpus is built once, concurrently, into the executor's build cache first, so each evaluation's build
+is a cache hit and the GPU tiers run back to back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.honest_support import CUDA, TASK, target_of
+from workbench.evaluate.build import build, build_toolchain
+from workbench.evaluate.local_executor import LocalExecutor
+from workbench.evaluate.request import EvalRequest
+from workbench.evaluate.result import EvalResult, Status
+from workbench.tasks import get_target
+
+pytestmark = pytest.mark.gpu
+
+HOPPER = [path for path in CUDA if target_of(path) == "hopper"]
+
+
+class Judge:
+    """One LocalExecutor on one event loop for the whole module."""
+
+    def __init__(self, cache: Path) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.executor = LocalExecutor(cache)
+        self.cache = cache
+
+    def prebuild(self) -> None:
+        build_toolchain()
+        target = get_target("hopper")
+
+        async def all_of_them() -> None:
+            await asyncio.gather(*(build(p.read_text(), target, 600, self.cache) for p in HOPPER))
+
+        self.loop.run_until_complete(all_of_them())
+
+    def evaluate(self, path: Path) -> EvalResult:
+        request = EvalRequest(task=TASK, target="hopper", source=path.read_text())
+        return self.loop.run_until_complete(self.executor.evaluate(request))
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.executor.close())
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
+    judge = Judge(tmp_path_factory.mktemp("honest-builds"))
+    judge.prebuild()
+    yield judge
+    judge.close()
+
+
+@pytest.mark.parametrize("path", HOPPER, ids=lambda p: p.name)
+def test_each_honest_hopper_kernel_passes_every_tier(judge: Judge, path: Path) -> None:
+    result = judge.evaluate(path)
+    stages = result.stages
+    timing = stages.timing
+    print(
+        f"\n{path.name}: {result.status.value} · build {stages.build.status.value} · static"
+        f" {stages.static.status.value} · correctness {stages.correctness.status.value} · dynamic"
+        f" {stages.dynamic.status.value} (tensor share {stages.dynamic.tensor_share}) · timing"
+        f" {timing.status.value} (speedup {timing.speedup}) · {result.message}"
+    )
+    assert stages.build.status == Status.passed, f"{stages.build.message} {stages.build.errors[:3]}"
+    assert result.status == Status.passed, result.message
+    assert result.correct
+    assert stages.dynamic.tensor_share is not None and stages.dynamic.tensor_share > 0.9
+    assert timing.speedup is not None and not timing.faster_than_light
