@@ -92,6 +92,23 @@ def test_doctor_names_keys_but_never_values() -> None:
     assert set(report["packages"]) >= {"torch", "apache-tvm-ffi", "cupti-python"}
 
 
+def test_doctor_says_what_each_missing_tool_costs() -> None:
+    done = ptxwb("doctor", "--json")
+    report = json.loads(done.stdout)
+    absent = {name for name, tool in report["tools"].items() if tool["path"] is None}
+    absent |= {name for name, version in report["packages"].items() if version is None}
+    if not report["gpu"]["available"]:
+        absent.add("GPU")
+    # Exactly what is missing is named, each with the tier or feature it costs.
+    assert set(report["missing"]) == absent
+    assert all(report["missing"][name] for name in absent)
+    if "GPU" in absent:
+        assert "correctness, dynamic and timing" in report["missing"]["GPU"]
+    plain = ptxwb("doctor", env={"COLUMNS": "200"}).stdout
+    for name in absent:
+        assert report["missing"][name].split(" (")[0] in plain, name
+
+
 def test_session_show_reports_what_a_cut_file_dropped(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     with SessionWriter(

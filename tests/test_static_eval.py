@@ -301,6 +301,19 @@ def test_rich_verdict_renders_every_tier_and_keeps_brackets() -> None:
     assert "[cublas]" in out and out.count("not run") >= 4
 
 
+def test_a_static_tier_that_could_not_read_the_sass_reports_no_missing_family() -> None:
+    result = blank_result()
+    result.status = result.stages.static.status = Status.infrastructure_error
+    result.stages.build = BuildStage(status=Status.passed, message="built for sm_90a")
+    result.stages.static = StaticStage(
+        status=Status.infrastructure_error, message="cuobjdump not found", required_family="GMMA"
+    )
+    text = feedback_text(result)
+    assert "cuobjdump not found" in text and "MISSING" not in text and "required GMMA" not in text
+    result.stages.static = StaticStage(status=Status.static_missing_family, required_family="GMMA")
+    assert "required GMMA: MISSING" in feedback_text(result)
+
+
 @needs_nvcc
 def test_a_kernel_for_another_task_is_an_abi_mismatch_before_anything_runs(tmp_path: Path) -> None:
     source = (Path(__file__).parent.parent / "references" / "attention" / "mha_fwd_d128.cu").read_text()

@@ -47,6 +47,22 @@ def _gpu() -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+# What a person loses without each tool or package: the tier or feature it serves.
+COSTS = {
+    "nvcc": "every build, and so every tier (install the CUDA toolkit; 12.8 or later for sm_100a)",
+    "cuobjdump": "the static tier (reading the SASS); the core install ships it as a wheel",
+    "nvdisasm": "SASS line mapping (the code pane, line numbers in refusals)",
+    "ncu": "the dynamic tier (proof that the target's instructions executed)",
+    "compute-sanitizer": "memcheck of a failing kernel (the verdict says not run)",
+    "GPU": "the correctness, dynamic and timing tiers here (use --executor static, or ssh://HOST)",
+    "torch": "the GPU tiers and the torch references",
+    "apache-tvm-ffi": "every build (kernels compile against its headers)",
+    "cupti-python": "CUPTI kernel timing (CUDA events are used instead, and labelled)",
+    "litellm": "API-model runs (ptxwb run --model ...)",
+    "textual": "the TUI (demo, author, replay)",
+}
+
+
 def report() -> dict[str, Any]:
     tools = {}
     for name in ("nvcc", "cuobjdump", "nvdisasm", "ncu", "compute-sanitizer"):
@@ -54,14 +70,18 @@ def report() -> dict[str, Any]:
         tools[name] = {"path": str(path) if path else None, "version": tool_version(name) if path else None}
     # Provider keys (OPENAI_API_KEY, ANTHROPIC_API_KEY, …) by name only: their values never leave here.
     keys = sorted(k for k in os.environ if re.fullmatch(r"[A-Z0-9_]*_API_KEY", k))
+    gpu = _gpu()
+    packages = {p: _package(p) for p in ("torch", "apache-tvm-ffi", "cupti-python", "litellm", "textual")}
+    absent = [n for n, t in tools.items() if not t["path"]] + [n for n, v in packages.items() if not v]
+    if not gpu.get("available"):
+        absent.append("GPU")
     return {
         "python": sys.version.split()[0],
         "tools": tools,
-        "gpu": _gpu(),
-        "packages": {
-            p: _package(p) for p in ("torch", "apache-tvm-ffi", "cupti-python", "litellm", "textual")
-        },
+        "gpu": gpu,
+        "packages": packages,
         "api_keys_set": keys,
+        "missing": {name: COSTS[name] for name in absent},
     }
 
 
@@ -78,15 +98,18 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
         state = (
             f"[green]{tool['version'] or '?'}[/green]  {tool['path']}"
             if tool["path"]
-            else "[red]not found[/red]"
+            else f"[red]not found[/red], without it: {COSTS[name]}"
         )
         table.add_row(name, state)
     gpu = data["gpu"]
     if gpu.get("available"):
         table.add_row("GPU", f"[green]{gpu['name']}[/green] (compute {gpu['capability']}, {gpu['sms']} SMs)")
     else:
-        table.add_row("GPU", f"[yellow]none[/yellow] ({gpu.get('error', 'torch sees no CUDA device')})")
+        why = gpu.get("error", "torch sees no CUDA device")
+        table.add_row("GPU", f"[yellow]none[/yellow] ({why}), without it: {COSTS['GPU']}")
     for name, version in data["packages"].items():
-        table.add_row(name, f"[green]{version}[/green]" if version else "[yellow]not installed[/yellow]")
+        table.add_row(
+            name, f"[green]{version}[/green]" if version else f"[yellow]not installed[/yellow], without it: {COSTS[name]}"
+        )
     table.add_row("API keys set", ", ".join(data["api_keys_set"]) or "none")
     console().print(table)

@@ -93,7 +93,8 @@ def static_lines(stage: StaticStage) -> list[str]:
         lines.append(
             "families: " + ", ".join(f"{family} {count}" for family, count in stage.families.items())
         )
-    if stage.required_family:
+    # Present or missing only where the SASS was read: a stage that could not run found nothing.
+    if stage.required_family and stage.status in (Status.passed, Status.static_missing_family):
         state = "present" if stage.required_present else "MISSING"
         lines.append(f"required {stage.required_family}: {state}")
     return lines
