@@ -109,7 +109,10 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
         table.add_row("GPU", f"[yellow]none[/yellow] ({why}), without it: {COSTS['GPU']}")
     for name, version in data["packages"].items():
         table.add_row(
-            name, f"[green]{version}[/green]" if version else f"[yellow]not installed[/yellow], without it: {COSTS[name]}"
+            name,
+            f"[green]{version}[/green]"
+            if version
+            else f"[yellow]not installed[/yellow], without it: {COSTS[name]}",
         )
     table.add_row("API keys set", ", ".join(data["api_keys_set"]) or "none")
     console().print(table)
