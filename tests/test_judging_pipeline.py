@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 
 import pytest
-from cpu_pipeline import CpuWorker, build_cpu
+from cpu_pipeline import CpuWorker, build_cpu, cpu_spec
 
 from workbench.evaluate import timing as timing_module
 from workbench.evaluate.isolation import HOLD_ENV, Child
@@ -108,6 +108,20 @@ def test_a_faulty_kernel_fails_correctness_in_the_judge(worker, libraries, defin
     assert list(stages) == ["correctness"]
     assert stages["correctness"]["status"] == status
     assert all(word in stages["correctness"]["message"] for word in words), stages["correctness"]["message"]
+
+
+def test_the_judge_lets_the_tasks_share_of_elements_miss_and_no_more(worker, libraries) -> None:
+    # 1,536 outputs; an FP8 task's matched ratio of 0.995 lets 7 of them be outside atol/rtol.
+    spec = {**cpu_spec(), "matched_ratio": 0.995}
+    few, many = build_cpu({"WRONG": "5"}, libraries), build_cpu({"WRONG": "20"}, libraries)
+    passed = worker.evaluate(few, ("correctness",), spec=spec)["stages"]["correctness"]
+    assert passed["status"] == "passed", passed["message"]
+    assert all(t["outputs"]["C"]["matched_ratio"] == 1 - 5 / 1536 for t in passed["trials"])
+    failed = worker.evaluate(many, ("correctness",), spec=spec)["stages"]["correctness"]
+    assert failed["status"] == "incorrect_numerical" and "at most 0.50% may be" in failed["message"]
+    # Without the task's ratio (every task before the FP8 ones) the same few fail.
+    strict = worker.evaluate(few, ("correctness",))["stages"]["correctness"]
+    assert strict["status"] == "incorrect_numerical" and "5 of 1536 elements" in strict["message"]
 
 
 def test_a_kernel_stale_once_correctness_is_over_is_caught_by_a_timed_call(worker, libraries) -> None:

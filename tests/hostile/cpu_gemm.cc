@@ -4,6 +4,7 @@
 //   HALF              write only the first half of the rows
 //   CLOBBER           zero A's first row after computing
 //   HONEST_CALLS n    answer right for the first n calls, then replay the first answer
+//   WRONG n           add 1 to the first n elements (a few wrong among many)
 //   PAYLOAD "code"    run Python code in the host interpreter on the first call (python_door.inc)
 #include <stdint.h>
 #include <string.h>
@@ -47,6 +48,9 @@ void run(tvm::ffi::TensorView A, tvm::ffi::TensorView B, tvm::ffi::TensorView C)
       for (int64_t k = 0; k < K; ++k) acc += a[i * K + k] * b[j * K + k];
       c[i * N + j] = acc + BIAS;
     }
+#ifdef WRONG
+  for (int64_t e = 0; e < WRONG && e < M * N; ++e) c[e] += 1.f;
+#endif
 #ifdef HONEST_CALLS
   if (!first) {
     first = new float[M * N];

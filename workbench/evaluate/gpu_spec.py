@@ -1,9 +1,11 @@
 """The plain-JSON description of a task's workload that the GPU worker and its children need.
 
 Host side (it reads the catalogue); the worker side never imports pydantic, so everything it needs
-travels in this dict: the Definition JSON, the resolved axes, the seed, tolerances, FLOPs and bytes,
-the instruction families, the smallest workload (for memcheck), and for a backward task the forward
-definition whose reference derives O and LSE from the random Q, K, V.
+travels in this dict: the Definition JSON, the resolved axes, the seed, tolerances (with the share of
+elements that must meet them), FLOPs and bytes with the tensor-core rate they count against, the
+instruction families and the one `target` requires (resolve it with `Task.target`), the smallest
+workload (for memcheck), and for a backward task the forward definition whose reference derives O and
+LSE from the random Q, K, V.
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ def gpu_spec(
         "derived_inputs": list(facts.derived_inputs) if facts else [],
         "atol": facts.atol if facts else 1e-2,
         "rtol": facts.rtol if facts else 1e-2,
+        "matched_ratio": facts.matched_ratio if facts else 1.0,
         "flops": task.flops(workload),
+        "compute_dtype": facts.compute_dtype if facts else "bfloat16",
         "min_bytes": task.min_bytes(workload),
         "families": {family: sorted(ops) for family, ops in FAMILIES.items()},
         "required_family": target.required_family,

@@ -128,12 +128,13 @@ class Judge:
             arguments.update({name: after[name] for name in derived})
         ordered = [arguments[name] for name in self.spec["definition"]["inputs"]]
         atol, rtol = float(self.spec.get("atol", 1e-2)), float(self.spec.get("rtol", 1e-2))
+        ratio = float(self.spec.get("matched_ratio", 1.0))
         with torch.no_grad():
             expected = run_reference(self.reference, self.spec["definition"], self.spec["axes"], ordered)
         status, message = PASSED, ""
         for (name, actual), want in zip(got.items(), expected, strict=True):
             want = want.to(actual.dtype) if want.dtype != actual.dtype and same_kind(want, actual) else want
-            out_status, check = compare_output(name, actual, want, atol, rtol)
+            out_status, check = compare_output(name, actual, want, atol, rtol, ratio)
             trial["outputs"][name] = check
             if out_status != PASSED and status == PASSED:
                 status, message = out_status, f"output {name}: {check.get('reason', '')}"
