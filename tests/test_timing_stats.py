@@ -81,8 +81,30 @@ def test_the_speed_of_light_is_the_larger_of_compute_and_memory_time() -> None:
 
 
 def test_the_worker_side_peaks_are_the_catalogue_datasheet_figures() -> None:
-    for model, (tflops, tbps) in PEAKS.items():
-        assert (DEVICES[model].bf16_dense_tflops, DEVICES[model].hbm_tbps) == (tflops, tbps)
+    for model, peaks in PEAKS.items():
+        device = DEVICES[model]
+        assert (device.bf16_dense_tflops, device.fp8_dense_tflops, device.hbm_tbps) == peaks
+
+
+def test_an_fp8_task_is_bounded_by_the_fp8_peak_the_catalogue_uses() -> None:
+    task = Catalogue.load().get("fp8_gemm_nt_1d2d_n4096_k7168")
+    workload = task.workload()  # m = 4096: compute-bound at either rate
+    spec = gpu_spec(task, workload, task.target("hopper"))
+    assert spec["compute_dtype"] == "float8_e4m3"
+    fp8_light = spec["flops"] / 1978.9e12 * 1e3
+    # Between the FP8 bound and the bf16 one (twice as long): honest work for FP8 operands.
+    median = 1.5 * fp8_light
+    raw = trace([median] * 3, [2 * median] * 3)
+    walls = {"candidate": [median + 0.05] * 3, "0": [2 * median + 0.05] * 3}
+    stage = timing_stage(attribute(raw), walls, {"0": "cuBLAS"}, spec, {OWN}, "NVIDIA H200")
+    assert stage["status"] == "passed", stage["message"]
+    assert stage["speed_of_light_ms"] == pytest.approx(fp8_light)
+    assert stage["speed_of_light_ms"] == pytest.approx(task.speed_of_light_ms(workload)["H200"])
+    assert "1978.9 TFLOP/s dense FP8" in stage["speed_of_light_source"]
+    # The same time against the bf16 rate is faster than light: the dtype is what moved the bound.
+    spec["compute_dtype"] = "bfloat16"
+    bf16 = timing_stage(attribute(raw), walls, {"0": "cuBLAS"}, spec, {OWN}, "NVIDIA H200")
+    assert bf16["status"] == "faster_than_light"
 
 
 def test_a_foreign_kernel_in_a_timed_call_fails_it() -> None:

@@ -18,10 +18,15 @@ from collections.abc import Sequence
 
 from workbench.evaluate.trace_checks import Attributed, foreign_names
 
-# Datasheet peaks (dense bf16 tensor rate, HBM bandwidth) by the device name's model: the bound no
-# honest kernel beats. Kept here, standard library only; `workbench.tasks.devices` holds the same
-# figures for the catalogue's reports and a test keeps the two equal.
-PEAKS = {"H100": (989.4, 3.35), "H200": (989.4, 4.8), "B200": (2250.0, 8.0)}
+# Datasheet peaks (dense bf16 and FP8 tensor rates in TFLOP/s, HBM bandwidth in TB/s) by the device
+# name's model: the bound no honest kernel beats. Kept here, standard library only;
+# `workbench.tasks.devices` holds the same figures for the catalogue's reports and a test keeps the two
+# equal.
+PEAKS = {
+    "H100": (989.4, 1978.9, 3.35),
+    "H200": (989.4, 1978.9, 4.8),
+    "B200": (2250.0, 4500.0, 8.0),
+}
 # A call whose clock time exceeds its kernels' GPU time by this much more than the baseline's does hid
 # work from the GPU trace (host compute, or records altered): the slack and the share of the span.
 HOST_SLACK_MS = 0.15
@@ -49,11 +54,12 @@ def summarize(name: str, times_ms: Sequence[float], kernels: Sequence[str] = ())
     }
 
 
-def device_peaks(device_name: str | None) -> tuple[str, float, float] | None:
-    """(model, TFLOP/s, TB/s) for a device name such as 'NVIDIA H200', else None."""
-    for model, (tflops, tbps) in PEAKS.items():
+def device_peaks(device_name: str | None, fp8: bool = False) -> tuple[str, float, float] | None:
+    """(model, TFLOP/s, TB/s) for a device name such as 'NVIDIA H200', else None; the tensor rate is
+    the FP8 one with `fp8` (a task whose FLOPs are FP8 tensor-core work), else bf16's."""
+    for model, (bf16_tflops, fp8_tflops, tbps) in PEAKS.items():
         if device_name and model in device_name.upper():
-            return model, tflops, tbps
+            return model, fp8_tflops if fp8 else bf16_tflops, tbps
     return None
 
 
@@ -139,12 +145,14 @@ def timing_stage(
         stage["tflops"] = flops / (candidate["median_ms"] * 1e-3) / 1e12
     if stage["baselines"]:
         stage["speedup"] = stage["baselines"][0]["median_ms"] / candidate["median_ms"]
-    peaks = device_peaks(device_name)
+    fp8 = spec.get("compute_dtype") == "float8_e4m3"
+    peaks = device_peaks(device_name, fp8)
     if peaks is not None:
         model, tflops, tbps = peaks
         light = speed_of_light_ms(flops, min_bytes, tflops, tbps)
+        rate = "FP8" if fp8 else "bf16"
         stage["speed_of_light_ms"] = light
-        stage["speed_of_light_source"] = f"{model} datasheet: {tflops:g} TFLOP/s dense bf16, {tbps:g} TB/s"
+        stage["speed_of_light_source"] = f"{model} datasheet: {tflops:g} TFLOP/s dense {rate}, {tbps:g} TB/s"
         stage["faster_than_light"] = bool(light and candidate["median_ms"] < light)
     problem = _clock_problem(spans_of, walls, names)
     if problem is not None:
