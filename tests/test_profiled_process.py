@@ -31,6 +31,8 @@ import os, sys, time
 from pathlib import Path
 args = sys.argv[1:]
 here = Path(sys.argv[0]).parent
+with open(here / "commands", "a") as commands:  # each command line, for the tests that read them
+    commands.write(" ".join(args) + "\n")
 if "-i" in args:  # printing a page of the exported report
     page = args[args.index("--page") + 1]
     with open(here / "imports", "a") as imports:
@@ -191,6 +193,45 @@ def test_a_spare_ncu_run_with_other_sections_than_asked_is_replaced(tmp_path: Pa
         again = worker.spare_profiler
         assert worker.take_profiler("hopper", source_counters=True) is again  # the spare fits: kept
         again.close()
+    finally:
+        worker.close()
+
+
+def metrics_of(tmp_path: Path, run: ProfiledProcess) -> set[str]:
+    """The metrics the stand-in was asked for by `run` (found by its log file), once it has started."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        commands = tmp_path / "commands"
+        lines = commands.read_text().splitlines() if commands.exists() else []
+        mine = [line.split() for line in lines if str(run.log) in line]
+        if mine:
+            return set(mine[0][mine[0].index("--metrics") + 1].split(","))
+        time.sleep(0.01)
+    raise AssertionError(f"no ncu command for {run.log}")
+
+
+def test_the_ncu_run_counts_the_pipe_of_the_tasks_family_and_a_spare_for_another_is_replaced(
+    tmp_path: Path,
+) -> None:
+    worker = Worker(io.StringIO())
+    worker.ncu, worker.profiling_refused, worker.sanitizer_tool = stand_in(tmp_path, "hang"), None, None
+    worker.spare = ("cuda", _NoRunner())  # type: ignore[assignment]
+    try:
+        bf16 = worker.take_profiler("hopper", "GMMA")
+        assert "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum" in metrics_of(tmp_path, bf16)
+        bf16.close()
+        worker.warm_spare("cuda")  # for the next candidate: as the last one's task required
+        spare = worker.spare_profiler
+        assert spare is not None and spare.required == "GMMA"
+        fp8 = worker.take_profiler("hopper", "QGMMA")
+        assert fp8 is not spare and fp8.required == "QGMMA" and not spare.alive()
+        metrics = metrics_of(tmp_path, fp8)
+        assert "sm__ops_path_tensor_src_fp8.sum" in metrics
+        assert "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum" not in metrics
+        fp8.close()
+        copy = worker.take_profiler("hopper", "ASYNC_COPY")  # memory-bound: no tensor metric at all
+        assert not any("tensor" in metric for metric in metrics_of(tmp_path, copy))
+        copy.close()
     finally:
         worker.close()
 

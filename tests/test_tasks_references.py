@@ -17,7 +17,6 @@ from tests.build_support import needs_nvcc, session_cache
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import Status
-from workbench.evaluate.sass import static_stage
 from workbench.tasks import Catalogue
 
 REFERENCES = Path(__file__).resolve().parent.parent / "references"
@@ -60,7 +59,7 @@ def test_reference_builds_without_spills_and_holds_its_tasks_family(
         assert kernel.spill_stores_bytes == 0 and kernel.spill_loads_bytes == 0, kernel
         assert kernel.stack_frame_bytes == 0, kernel
     target = Catalogue.load().get(task).target("hopper")
-    static = asyncio.run(static_stage(build, target))
+    static = result.stages.static  # the executor judged it by the task's own family
     assert static.status == Status.passed, static.message
     assert static.required_family == target.required_family and static.families[target.required_family] > 0
     missing = {f for f in families if static.families.get(f, 0) == 0}
@@ -83,9 +82,21 @@ def test_memory_bound_references_hold_their_family_on_blackwell_too(
 ) -> None:
     # cp.async.bulk and mbarrier are the same instructions on sm_100a: UBLKCP there as on sm_90a.
     request = EvalRequest(task=task, target="blackwell", source=(REFERENCES / path).read_text())  # type: ignore[arg-type]
-    build = asyncio.run(make_executor("static", cache).evaluate(request, None)).stages.build
+    result = asyncio.run(make_executor("static", cache).evaluate(request, None))
+    build, static = result.stages.build, result.stages.static
     assert build.status == Status.passed, build.errors or build.compiler_output
     assert all(kernel.spill_stores_bytes == 0 for kernel in build.resources)
-    static = asyncio.run(static_stage(build, Catalogue.load().get(task).target("blackwell")))
     assert static.status == Status.passed and static.required_family == "ASYNC_COPY"
     assert static.opcodes.get("UBLKCP", 0) > 0
+
+
+@needs_nvcc
+def test_the_static_executor_judges_the_fp8_gemm_by_qgmma(cache: Path) -> None:
+    source = (REFERENCES / "fp8_gemm/fp8_gemm_1d2d_ws.cu").read_text()
+    request = EvalRequest(task="fp8_gemm_nt_1d2d_n4096_k7168", target="hopper", source=source)  # type: ignore[arg-type]
+    result = asyncio.run(make_executor("static", cache).evaluate(request, None))
+    static = result.stages.static
+    assert static.status == Status.passed, static.message
+    assert static.required_family == "QGMMA" and static.required_present
+    assert static.families["QGMMA"] == static.opcodes["QGMMA"] > 0
+    assert result.message.startswith("build and static passed")

@@ -109,3 +109,25 @@ def test_build_runs_the_static_tier_on_the_worker_host(worker: WorkerProcess) ->
     assert reply["kernels"] == ["_Z17wgmma_gemm_kernel14CUtensorMap_stS_P13__nv_bfloat16iii"]
     assert Path(reply["build"]["library_path"]).is_file()
     assert worker.close() == 0
+
+
+@needs_nvcc
+def test_the_build_op_checks_the_sass_for_the_family_the_host_says_the_task_requires(
+    worker: WorkerProcess,
+) -> None:
+    # A bf16 wgmma GEMM holds GMMA (HGMMA) but no QGMMA: an FP8 task's static tier fails it here too.
+    reply = worker.send(
+        {
+            "op": "build",
+            "id": 10,
+            "source": KERNEL.read_text(),
+            "target": "hopper",
+            "required_family": "QGMMA",
+            "timeout_s": 300,
+        }
+    )
+    assert reply["build"]["status"] == "passed", reply["build"]["message"]
+    static = reply["static"]
+    assert static["required_family"] == "QGMMA" and not static["required_present"]
+    assert static["status"] == "static_missing_family" and "HGMMA" in static["message"]
+    assert worker.close() == 0

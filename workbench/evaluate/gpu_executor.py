@@ -37,7 +37,7 @@ from workbench.evaluate.triton_build import build_triton, run_tool
 from workbench.evaluate.triton_runtime import RuntimeRefused, own_kernels
 from workbench.evaluate.worker import module_kernels
 from workbench.evaluate.worker_client import WorkerClient, WorkerError
-from workbench.tasks import get_target, resolve_task
+from workbench.tasks import resolve_task
 
 STAGE_MODELS: dict[str, type[StageBase]] = {
     "correctness": CorrectnessStage,
@@ -76,8 +76,8 @@ class GpuExecutor:
         self.cache_dir = cache_dir
 
     async def evaluate(self, request: EvalRequest, progress: ProgressCallback | None = None) -> EvalResult:
-        target = get_target(request.target)
         task = resolve_task(request.task)
+        target = task.target(request.target)  # the family this task requires there, in every tier
         workload = task.workload(request.workload)
         result = new_result(request, self.name)
         state: dict = {}
@@ -109,6 +109,7 @@ class GpuExecutor:
                     "op": "build",
                     "source": request.source,
                     "target": request.target,
+                    "required_family": target.required_family,
                     "timeout_s": request.compile_timeout_s,
                 },
                 timeout_s=request.compile_timeout_s + 300,

@@ -15,7 +15,7 @@ from workbench.evaluate.request import EvalRequest, ProgressCallback
 from workbench.evaluate.result import EvalResult, StageBase, Status
 from workbench.evaluate.sass import static_stage
 from workbench.evaluate.triton_build import build_triton
-from workbench.tasks import get_target, resolve_task
+from workbench.tasks import resolve_task
 
 
 class StaticExecutor:
@@ -27,12 +27,12 @@ class StaticExecutor:
         self.cache_dir = cache_dir
 
     async def evaluate(self, request: EvalRequest, progress: ProgressCallback | None = None) -> EvalResult:
-        target = get_target(request.target)
+        task = resolve_task(request.task)
+        target = task.target(request.target)  # the static tier looks for the family this task requires
         result = new_result(request, self.name)
 
         async def build_step(_: EvalResult) -> StageBase:
             if request.language == "triton":
-                task = resolve_task(request.task)
                 return await build_triton(
                     request.source,
                     task,
@@ -42,7 +42,7 @@ class StaticExecutor:
                     self.cache_dir,
                 )
             built = await build(request.source, target, request.compile_timeout_s, self.cache_dir)
-            return abi_checked(built, request.source, resolve_task(request.task).definition)
+            return abi_checked(built, request.source, task.definition)
 
         async def static_step(so_far: EvalResult) -> StageBase:
             return await static_stage(so_far.stages.build, target)

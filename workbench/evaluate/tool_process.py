@@ -145,9 +145,10 @@ class ToolProcess:
 class ProfiledProcess(ToolProcess):
     """Nsight Compute around the call, for the dynamic tier.
 
-    With `source_counters` ncu exports a report into the tool's folder (the child never learns it and
-    cannot write there); once ncu has exited, the worker prints its raw page and its source page from
-    it, both at once."""
+    `required` is the task's required family ("": the target's), which picks the tensor-pipe metric
+    ncu collects (FP8's for QGMMA on Hopper, none for a memory-bound family). With `source_counters`
+    ncu exports a report into the tool's folder (the child never learns it and cannot write there);
+    once ncu has exited, the worker prints its raw page and its source page from it, both at once."""
 
     LOG_NAME = "ncu.log"
     TOOL = "ncu"
@@ -157,15 +158,19 @@ class ProfiledProcess(ToolProcess):
         ncu: str,
         target: str,
         child_argv: Sequence[str],
+        required: str = "",
         source_counters: bool = False,
         held: bool = False,
     ) -> None:
         self.ncu = ncu
         self.target = target
+        self.required = required
         self.source_counters = source_counters
         self._pages: tuple[str, str] | None = None
         super().__init__(
-            lambda app, log: ncu_command(ncu, log, target, app, source_counters=source_counters),
+            lambda app, log: ncu_command(
+                ncu, log, target, app, source_counters=source_counters, required=required
+            ),
             child_argv,
             held=held,
         )

@@ -14,8 +14,9 @@ are made here (`trace_checks.py`, `timing.py`, `agreement.py`).
 
 Requests (one JSON object per line; replies echo `id`):
 - `{"op": "hello"}` -> `{"type": "hello", "protocol": 2, "host", "python", "gpus": [...], "ncu": path|null}`
-- `{"op": "build", "source", "target", "timeout_s"}` -> `{"type": "built", "build", "static", "kernels"}`:
-  build + static tier on this host (needs the whole workbench installed here, nvcc and cuobjdump).
+- `{"op": "build", "source", "target", "required_family", "timeout_s"}` -> `{"type": "built", "build",
+  "static", "kernels"}`: build + static tier on this host (needs the whole workbench installed here, nvcc
+  and cuobjdump), the SASS checked for the family the task requires on that target.
 - `{"op": "begin", "library", "kernels", "spec", "stages", "timeouts", "sanitize"}` -> `{"type": "begun", "ok", ...}`
 - `{"op": "stage", "stage": "correctness"|"timing"|"dynamic", "trials"?, "warmup"?, "iterations"?}`
   -> `{"type": "stage", "stage", "result": {...}}` (the stage in `EvalResult`'s JSON shape)
@@ -227,7 +228,9 @@ class Session:
         if "dynamic" in self.stages and self.kernels and worker.can_profile and self.device != "cpu":
             # The profiled process loads the candidate and makes the timed workload's inputs meanwhile.
             self.profiler = worker.take_profiler(
-                self.spec.get("target", ""), bool(self.spec.get("source_counters"))
+                self.spec.get("target", ""),
+                self.spec.get("required_family", ""),
+                bool(self.spec.get("source_counters")),
             )
             self.profiler.submit(self.library, self.spec)
         if self.sanitize and "correctness" in self.stages and worker.sanitizer_tool:
@@ -602,6 +605,7 @@ class Worker:
         self.spare_profiler: ProfiledProcess | None = None
         self.spare_sanitizer: SanitizedProcess | None = None
         self.target: str | None = None  # the last candidate's: the next is most likely the same
+        self.required = ""  # the family its task required, likewise
         self.source_counters = False  # as the last candidate asked, likewise
         self.device = "cuda"
         self.ncu = find_tool_path("ncu")
@@ -650,18 +654,20 @@ class Worker:
             }
         return reply.data or {}
 
-    def take_profiler(self, target: str, source_counters: bool = False) -> ProfiledProcess:
-        """The spare ncu run when it was started for this target and these sections and is still waiting,
-        else a new one."""
-        self.target, self.source_counters = target, source_counters
+    def take_profiler(self, target: str, required: str = "", source_counters: bool = False) -> ProfiledProcess:
+        """The spare ncu run when it was started for this target, required family (its metrics) and
+        these sections and is still waiting, else a new one."""
+        self.target, self.required, self.source_counters = target, required, source_counters
         profiler, self.spare_profiler = self.spare_profiler, None
         if profiler is not None and (
-            profiler.target != target or profiler.source_counters != source_counters or not profiler.alive()
+            (profiler.target, profiler.required, profiler.source_counters)
+            != (target, required, source_counters)
+            or not profiler.alive()
         ):
             profiler.close()
             profiler = None
         assert self.ncu is not None
-        return profiler or ProfiledProcess(self.ncu, target, child_argv(), source_counters)
+        return profiler or ProfiledProcess(self.ncu, target, child_argv(), required, source_counters)
 
     def take_sanitizer(self) -> SanitizedProcess:
         sanitizer, self.spare_sanitizer = self.spare_sanitizer, None
@@ -673,8 +679,9 @@ class Worker:
 
     def warm_spare(self, device: str, held: bool = False) -> None:
         """Start the next candidate's processes now, so their start-up is off the clock: its runner, its
-        ncu run for the last target, its memcheck run. `held` ones go as far as they can without the GPU
-        (the tools' own start, their children's and the runner's imports) and wait to be released."""
+        ncu run for the last target and required family, its memcheck run. `held` ones go as far as they
+        can without the GPU (the tools' own start, their children's and the runner's imports) and wait to
+        be released."""
         if not held:
             self._release_spare()
         if self.spare is None:
@@ -684,7 +691,7 @@ class Worker:
             return
         if self.spare_profiler is None and self.can_profile and self.target:
             self.spare_profiler = ProfiledProcess(
-                self.ncu, self.target, child_argv(), self.source_counters, held=held
+                self.ncu, self.target, child_argv(), self.required, self.source_counters, held=held
             )
         if self.spare_sanitizer is None and self.sanitizer_tool:
             self.spare_sanitizer = SanitizedProcess(self.sanitizer_tool, child_argv(), held=held)
@@ -803,7 +810,10 @@ class Worker:
 
 def remote_build(request: dict) -> dict:
     """Build + static tier here, for an executor whose GPU host compiles (ssh). Imports the workbench's
-    build stack (pydantic among it) only now, so a GPU-only worker never needs it."""
+    build stack (pydantic among it) only now, so a GPU-only worker never needs it.
+
+    The required family comes resolved from the host, as the GPU tiers' spec does: the task may be a
+    definition file this host lacks, and the static and dynamic tiers must ask for the same family."""
     import asyncio
 
     from workbench.evaluate.build import build
@@ -812,6 +822,8 @@ def remote_build(request: dict) -> dict:
     from workbench.tasks import get_target
 
     target = get_target(request["target"])
+    if request.get("required_family"):
+        target = target.model_copy(update={"required_family": request["required_family"]})
     build_stage = asyncio.run(build(request["source"], target, float(request.get("timeout_s", 180.0)), None))
     reply: dict = {"build": build_stage.model_dump(mode="json"), "static": None, "kernels": None}
     if build_stage.status == Status.passed:
