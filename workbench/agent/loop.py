@@ -47,7 +47,6 @@ from workbench.session.events import (
 from workbench.session.listings import carry
 from workbench.session.log import SessionRead, SessionWriter, kept_through
 from workbench.tasks import resolve_task
-from workbench.tasks.targets import get_target
 
 T = TypeVar("T")
 ControlAction = Literal["pause", "resume", "step", "auto"]
@@ -122,7 +121,7 @@ class MiniPTXAgent:
     ) -> None:
         self.task_ref = task
         self.task = resolve_task(task)
-        self.target = get_target(target)
+        self.target = self.task.target(target)  # the prompts name the family this task requires there
         self.model = model
         self.executor = executor
         self.out = out

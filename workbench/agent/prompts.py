@@ -16,6 +16,9 @@ from workbench.tasks.targets import Target
 REQUIRED_WHAT = {
     "GMMA": "`wgmma.mma_async`, SASS HGMMA/QGMMA/IGMMA",
     "TCGEN05_MMA": "`tcgen05.mma`, SASS UTCHMMA/UTCQMMA/UTCIMMA/UTCOMMA",
+    "QGMMA": "`wgmma.mma_async` with e4m3/e5m2 operands, SASS QGMMA",
+    "UTCQMMA": "`tcgen05.mma` kind::f8f6f4, SASS UTCQMMA",
+    "ASYNC_COPY": "`cp.async.bulk` or `cp.async.bulk.tensor` from global memory, SASS UBLKCP/UTMALDG",
 }
 BASELINES = {
     "cublas": "cuBLAS through torch.matmul",
@@ -80,8 +83,19 @@ def _flops(value: float | None) -> str:
     return f"{value / 1e12:.3f} TFLOP" if value >= 1e9 else f"{value:.0f} FLOP"
 
 
+def _tolerance(task: Task) -> str:
+    facts = task.facts
+    if facts is None:
+        return "atol 0.01, rtol 0.01"
+    text = f"atol {facts.atol}, rtol {facts.rtol}"
+    if facts.matched_ratio < 1:
+        text += f", met by at least {facts.matched_ratio:.1%} of each output's elements"
+    return text
+
+
 def task_prompt(task: Task, target: Target, config: AgentConfig) -> str:
-    """The task definition JSON plus the target and workload facts."""
+    """The task definition JSON plus the target (with the family the task requires there) and workload
+    facts."""
     definition = task.definition
     workload = task.workload(config.workload)
     axes = definition.axis_values(workload.axes)
@@ -104,8 +118,7 @@ def task_prompt(task: Task, target: Target, config: AgentConfig) -> str:
         output_shapes=fmt(shapes_out),
         flops=_flops(task.flops(workload)),
         baseline=baseline,
-        atol=facts.atol if facts else 1e-2,
-        rtol=facts.rtol if facts else 1e-2,
+        tolerance=_tolerance(task),
         target_speedup=f"{config.target_speedup:g}",
         turns=config.turns,
         **target_values(target),

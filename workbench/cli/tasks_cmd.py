@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from workbench.cli.output import console, print_json
-from workbench.tasks import Catalogue, Task, resolve_task
+from workbench.tasks import TARGETS, Catalogue, Task, resolve_task
 from workbench.units import fmt_bytes, fmt_flops
 
 _SHORT_FAMILY = {"gemm": "gemm", "attention_forward": "attn fwd", "attention_backward": "attn bwd"}
@@ -25,6 +25,7 @@ def _summary(task: Task) -> dict[str, Any]:
         "causal": facts.causal if facts else None,
         "headline": bool(facts and facts.headline),
         "baseline": facts.baseline if facts else None,
+        "required": {target: task.target(target).required_family for target in TARGETS},
         "workloads": len(task.workloads),
     }
 
@@ -55,6 +56,7 @@ def _details(task: Task) -> dict[str, Any]:
         "outputs": {n: s.model_dump(exclude_none=True) for n, s in definition.outputs.items()},
         "atol": facts.atol if facts else None,
         "rtol": facts.rtol if facts else None,
+        "matched_ratio": facts.matched_ratio if facts else None,
         "workloads": workloads,
     }
 
@@ -68,7 +70,8 @@ def tasks(as_json: JsonOpt = False) -> None:
         return
     table = Table(title=f"{len(rows)} tasks (★ headline: the paper's benchmark)", title_justify="left")
     table.add_column("task", no_wrap=True)
-    for column in ("family", "causal", "baseline", "workloads", "★"):
+    # The required columns name the instruction family each target's SASS must hold for the task.
+    for column in ("family", "causal", "baseline", *TARGETS, "workloads", "★"):
         table.add_column(column)
     for row in rows:
         family = _SHORT_FAMILY.get(row["family"], row["family"] or "?")
@@ -77,6 +80,7 @@ def tasks(as_json: JsonOpt = False) -> None:
             family,
             "yes" if row["causal"] else "",
             row["baseline"] or "?",
+            *(row["required"][target] for target in TARGETS),
             str(row["workloads"]),
             "★" if row["headline"] else "",
         )
@@ -97,15 +101,18 @@ def task(
     # The op type, and the family where it says more (a GEMM's is `gemm` twice).
     kinds = list(dict.fromkeys([details["op_type"], details["family"] or "unknown family"]))
     out.print(f"[bold]{details['name']}[/bold]  ({', '.join(kinds)}){star}")
+    # Descriptions and shapes hold brackets (`kv_indices[kv_indptr[b]]`, `q[batch_size, ...]`): plain text.
     if details["description"]:
-        out.print(details["description"])
+        out.print(details["description"], markup=False)
     axes = ", ".join(
         f"{n}={a['value']}" if a["type"] == "const" else f"{n} (var)" for n, a in details["axes"].items()
     )
     out.print(f"axes: {axes}")
     for group in ("inputs", "outputs"):
         specs = ", ".join(f"{n}[{', '.join(s['shape'])}] {s['dtype']}" for n, s in details[group].items())
-        out.print(f"{group}: {specs}")
+        out.print(f"{group}: {specs}", markup=False)
+    required = ", ".join(f"{family} on {target}" for target, family in details["required"].items())
+    out.print(f"required: {required}")
     table = Table(title="workloads", title_justify="left")
     for column in ("uuid", "axes", "seed", "FLOPs", "min bytes", "SoL H100 ms", "SoL H200 ms", "SoL B200 ms"):
         table.add_column(column)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
@@ -26,7 +27,7 @@ from workbench.fixit.pairs import Kind, Origin, Pair
 from workbench.fixit.text import code_block, render
 from workbench.fixit.trajectory import Trajectory, Turn
 from workbench.jsonfile import read_text
-from workbench.tasks import get_target
+from workbench.tasks import Target, get_target, resolve_task
 
 Format = Literal["messages", "prompt-completion"]
 FORMATS: tuple[Format, ...] = ("messages", "prompt-completion")
@@ -155,9 +156,19 @@ def task_prompt(trajectory: Trajectory, task: str, host: Host) -> str:
     return scrub(text, host)
 
 
+@cache
+def judged_target(task: str, target: str) -> Target:
+    """`target` as `task` is judged on it (the family it requires there); a task this catalogue cannot
+    resolve (a definition file left on another machine) is named by the target's own family."""
+    try:
+        return resolve_task(task).target(target)
+    except UserError:
+        return get_target(target)
+
+
 def prompt_messages(trajectory: Trajectory, failed: Turn, ask: str, host: Host) -> list[ChatMessage]:
     """What a repair (or a repair teacher) is asked: the task, the kernel and its verdict."""
-    target = get_target(trajectory.start.target)
+    target = judged_target(failed.result.task, trajectory.start.target)
     user = render(
         "pair.md",
         task=task_prompt(trajectory, failed.result.task, host),

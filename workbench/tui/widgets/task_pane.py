@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from workbench.tasks import Task
+from workbench.tasks import TARGETS, Task
 from workbench.units import fmt_bytes, fmt_flops
 
 BASELINES = {
@@ -25,6 +25,8 @@ def render_task(task: Task) -> Text:
     text.append(
         f"\n{family}{' · causal' if facts and facts.causal else ''} · baseline {baseline}", style="dim"
     )
+    required = " · ".join(f"{task.target(target).required_family} on {target}" for target in TARGETS)
+    text.append(f"\nrequired {required}", style="dim")
     if definition.description:
         text.append(f"\n{definition.description.strip().splitlines()[0]}")
     axes = ", ".join(

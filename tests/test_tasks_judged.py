@@ -1,0 +1,92 @@
+"""A task is judged, described and prompted by its own facts, not only its target's: the required family
+(QGMMA for FP8 matrix work, ASYNC_COPY for the memory-bound steps), the matched ratio and the FP8 rate
+reach the GPU spec, `ptxwb tasks` / `ptxwb task`, the home screen's task pane, the agent's prompt and
+Fixit's system prompt."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from workbench.agent import prompts
+from workbench.agent.config import AgentConfig
+from workbench.evaluate.gpu_spec import gpu_spec, smallest_workload
+from workbench.fixit.rows import judged_target
+from workbench.tasks import Catalogue
+from workbench.tui.widgets.task_pane import render_task
+
+PTXWB = Path(sys.executable).parent / "ptxwb"
+FP8_GEMM = "fp8_gemm_nt_1d2d_n4096_k7168"
+
+
+def ptxwb(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(PTXWB), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def test_the_spec_of_an_fp8_attention_task_carries_its_matched_ratio_rate_and_family() -> None:
+    catalogue = Catalogue.load()
+    task = catalogue.get("fp8_mha_with_lse_d128")
+    spec = gpu_spec(task, smallest_workload(task), task.target("hopper"), catalogue)
+    assert spec["matched_ratio"] == 0.995
+    assert spec["compute_dtype"] == "float8_e4m3" and spec["required_family"] == "QGMMA"
+    # A bf16 task keeps every element to its tolerances and the bf16 rate.
+    plain = catalogue.get("mha_with_lse_d128")
+    spec = gpu_spec(plain, smallest_workload(plain), plain.target("hopper"), catalogue)
+    assert spec["matched_ratio"] == 1.0 and spec["compute_dtype"] == "bfloat16"
+    assert spec["required_family"] == "GMMA"
+
+
+def test_ptxwb_tasks_names_each_tasks_family_per_target() -> None:
+    listed = ptxwb("tasks", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    assert rows[FP8_GEMM]["required"] == {"hopper": "QGMMA", "blackwell": "UTCQMMA"}
+    assert rows["gemm_n7168_k5120"]["required"] == {"hopper": "GMMA", "blackwell": "TCGEN05_MMA"}
+    table = ptxwb("tasks")
+    assert table.returncode == 0, table.stderr
+    (line,) = [line for line in table.stdout.splitlines() if FP8_GEMM in line]
+    cells = [cell.strip() for cell in line.split("│")]
+    assert {"QGMMA", "UTCQMMA"} <= set(cells) and "GMMA" not in cells
+
+
+def test_ptxwb_task_prints_brackets_as_written_and_names_the_family() -> None:
+    done = ptxwb("task", "gqa_paged_decode_h24_kv8_d128_ps1")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())  # the description wraps at the terminal's width
+    assert "kv_indices[kv_indptr[b] : kv_indptr[b + 1]]" in text
+    assert "q[batch_size, num_qo_heads, head_dim] bfloat16" in text
+    assert "required: ASYNC_COPY on hopper, ASYNC_COPY on blackwell" in text
+
+
+def test_the_task_pane_names_the_tasks_family_on_each_target() -> None:
+    task = Catalogue.load().get(FP8_GEMM)
+    assert "required QGMMA on hopper · UTCQMMA on blackwell" in render_task(task).plain
+
+
+def test_the_agents_prompts_name_the_tasks_family_and_matched_ratio() -> None:
+    task = Catalogue.load().get("fp8_mha_with_lse_d128_causal")
+    target = task.target("hopper")
+    text = prompts.task_prompt(task, target, AgentConfig())
+    assert "Required on hopper: the QGMMA family (`wgmma.mma_async` with e4m3/e5m2 operands" in text
+    assert "at least 99.5% of each output's elements" in text
+    system, _, _ = prompts.system_prompt(task, target, AgentConfig(pack=False))
+    assert "must contain the QGMMA family" in system
+    blackwell = prompts.task_prompt(task, task.target("blackwell"), AgentConfig())
+    assert "the UTCQMMA family (`tcgen05.mma` kind::f8f6f4" in blackwell
+
+
+def test_fixit_names_the_family_the_task_was_judged_by(tmp_path: Path) -> None:
+    assert judged_target(FP8_GEMM, "hopper").required_family == "QGMMA"
+    assert judged_target("gdn_mtp_qk4_v8_d128_k_last", "blackwell").required_family == "ASYNC_COPY"
+    # A definition file this machine lacks: the target's own family, no error.
+    assert judged_target(str(tmp_path / "gone.json"), "hopper").required_family == "GMMA"
