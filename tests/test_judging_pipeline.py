@@ -77,7 +77,7 @@ def stages_of(worker: CpuWorker, folder: Path, **defines: str) -> dict:
     return worker.evaluate(build_cpu(defines, folder))["stages"]
 
 
-def test_an_honest_kernel_passes_both_tiers_with_three_timed_calls_read(worker, libraries) -> None:
+def test_an_honest_kernel_passes_both_tiers_with_every_timed_call_read(worker, libraries) -> None:
     reply = worker.evaluate(build_cpu({}, libraries))
     stages = reply["stages"]
     # The seconds outside the stages, phase by phase, in the order they happen.
@@ -86,13 +86,25 @@ def test_an_honest_kernel_passes_both_tiers_with_three_timed_calls_read(worker, 
     assert reply["phases_s"]["runner_ready"] > 0  # a fresh runner imports torch before it is ready
     assert stages["correctness"]["status"] == "passed", stages["correctness"]["message"]
     assert [t["fresh_addresses"] for t in stages["correctness"]["trials"]] == [False, False, False, True]
-    seeds = [t["seed"] for t in stages["correctness"]["trials"]]
-    assert seeds == [7, 8, 9, 10]
     timing = stages["timing"]
     assert timing["status"] == "passed", timing["message"]
     assert timing["speedup"] > 0 and timing["baselines"][0]["name"] == "cuBLAS (torch.matmul)"
+    assert timing["calls_checked"] == timing["iterations"] == 6
     assert len(timing["checked_calls"]) == 3 and all(t["passed"] for t in timing["checked_calls"])
-    assert len({t["seed"] for t in timing["checked_calls"]}) == 3
+    # No seed follows from another or from the workload's public one (7 here): each evaluation's are new.
+    seeds = [t["seed"] for t in stages["correctness"]["trials"]] + [t["seed"] for t in timing["checked_calls"]]
+    assert len(set(seeds)) == 7 and not {6, 7, 8, 9, 10} & set(seeds)
+    again = worker.evaluate(build_cpu({}, libraries), ("correctness",))
+    assert not set(seeds) & {t["seed"] for t in again["stages"]["correctness"]["trials"]}
+    assert reply["seed"] != again["seed"]
+
+
+def test_a_verdicts_seed_replays_its_inputs_exactly(worker, libraries) -> None:
+    first = worker.evaluate(build_cpu({}, libraries))
+    replay = worker.evaluate(build_cpu({}, libraries), seed=first["seed"])
+    assert replay["seed"] == first["seed"]
+    trials = [t["seed"] for t in first["stages"]["correctness"]["trials"]]
+    assert [t["seed"] for t in replay["stages"]["correctness"]["trials"]] == trials
 
 
 @pytest.mark.parametrize(
@@ -128,7 +140,18 @@ def test_a_kernel_stale_once_correctness_is_over_is_caught_by_a_timed_call(worke
     stages = stages_of(worker, libraries, HONEST_CALLS="5")
     assert stages["correctness"]["status"] == "passed"
     assert stages["timing"]["status"] == "incorrect_numerical"
-    assert "read after the fact" in stages["timing"]["message"]
+    assert "the kernel answers differently when it is timed" in stages["timing"]["message"]
+
+
+def test_one_wrong_call_among_the_timed_ones_is_caught_every_time(worker, libraries) -> None:
+    # Calls 1-4 are the trials, 5-6 the warm-up, 7-12 the timed ones: call 9 is timed call 3 of 6, which
+    # three calls sampled at random would miss half the time.
+    stages = stages_of(worker, libraries, WRONG_ON_CALL="9")
+    assert stages["correctness"]["status"] == "passed"
+    timing = stages["timing"]
+    assert timing["status"] == "incorrect_numerical", timing["message"]
+    assert timing["message"].startswith("timed call 3 of 6") and "1 of the 6 timed calls were wrong" in timing["message"]
+    assert [t["passed"] for t in timing["checked_calls"]] == [False]
 
 
 def test_the_door_to_the_interpreter_passes_the_link_check(libraries) -> None:

@@ -5,6 +5,7 @@
 //   CLOBBER           zero A's first row after computing
 //   HONEST_CALLS n    answer right for the first n calls, then replay the first answer
 //   WRONG n           add 1 to the first n elements (a few wrong among many)
+//   WRONG_ON_CALL n   add 1 to one element on call n alone (one wrong call among many right ones)
 //   PAYLOAD "code"    run Python code in the host interpreter on the first call (python_door.inc)
 #include <stdint.h>
 #include <string.h>
@@ -50,6 +51,9 @@ void run(tvm::ffi::TensorView A, tvm::ffi::TensorView B, tvm::ffi::TensorView C)
     }
 #ifdef WRONG
   for (int64_t e = 0; e < WRONG && e < M * N; ++e) c[e] += 1.f;
+#endif
+#ifdef WRONG_ON_CALL
+  if (calls == WRONG_ON_CALL) c[0] += 1.f;
 #endif
 #ifdef HONEST_CALLS
   if (!first) {

@@ -63,6 +63,14 @@ def eval_candidate(
         bool,
         typer.Option("--no-sanitize", help="Skip the compute-sanitizer memcheck gate beside correctness."),
     ] = False,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed",
+            help="Replay the inputs of an earlier verdict exactly (its seed); by default each evaluation draws "
+            "a secret one.",
+        ),
+    ] = None,
     source_counters: Annotated[
         bool,
         typer.Option(
@@ -83,6 +91,8 @@ def eval_candidate(
         raise UserError(f"--compile-timeout must be a positive number of seconds (got {compile_timeout:g})")
     if timeout is not None and not timeout > 0:
         raise UserError(f"--timeout must be a positive number of seconds (got {timeout:g})")
+    if seed is not None and not 0 <= seed < 2**62:
+        raise UserError(f"--seed must be a verdict's seed, 0 to 2^62 - 1 (got {seed})")
     source, solution = read_candidate(candidate)
     task_name = task or (solution.definition if solution else None)
     if task_name is None:
@@ -101,6 +111,7 @@ def eval_candidate(
         compile_timeout_s=compile_timeout,
         call_timeout_s=timeout,
         sanitize=not no_sanitize,
+        seed=seed,
         source_counters=source_counters,
     )
 

@@ -153,10 +153,12 @@ class GpuExecutor:
                         "stages": list(STAGE_MODELS),
                         "timeouts": timeouts,
                         "sanitize": request.sanitize,
+                        "seed": request.seed,
                     },
                     timeout_s=request.profile_timeout_s + 600,
                 )
                 result.device = state["begun"].get("device") or result.device
+                result.seed = state["begun"].get("seed")
                 result.phases_s.update(state["begun"].get("phases_s") or {})
                 result.phases_s["begin"] = round(time.perf_counter() - started, 4)
             return state["begun"]

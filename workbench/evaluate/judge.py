@@ -27,7 +27,14 @@ from typing import ClassVar
 import torch
 
 from workbench.evaluate import sandbox
-from workbench.evaluate.correctness import PASSED, bits, changed_inputs, compare_output, same_kind
+from workbench.evaluate.correctness import (
+    PASSED,
+    bits,
+    changed_inputs,
+    compare_output,
+    passes_quickly,
+    same_kind,
+)
 from workbench.evaluate.exchange import ExchangeError, Importer
 from workbench.evaluate.inputs import (
     DTYPES,
@@ -100,10 +107,17 @@ class Judge:
         drawn: dict[str, object] = {**random_inputs(self.spec, seed, self.device), **scalar_inputs(self.spec)}
         drawn.update(derive(self.spec, drawn, fast=True))
         expected_inputs = {name: drawn[name] for name in self._input_meta()}
-        return {"trial": self._judge(request, expected_inputs, fresh=False, derived_atol=DERIVED_ATOL)}
+        return {
+            "trial": self._judge(request, expected_inputs, fresh=False, derived_atol=DERIVED_ATOL, quick=True)
+        }
 
     def _judge(
-        self, request: dict, before: dict[str, torch.Tensor], fresh: bool, derived_atol: float | None = None
+        self,
+        request: dict,
+        before: dict[str, torch.Tensor],
+        fresh: bool,
+        derived_atol: float | None = None,
+        quick: bool = False,
     ) -> dict:
         """One call's trial: its inputs after the call against `before`, its outputs against the
         reference run on `before`."""
@@ -134,6 +148,9 @@ class Judge:
         status, message = PASSED, ""
         for (name, actual), want in zip(got.items(), expected, strict=True):
             want = want.to(actual.dtype) if want.dtype != actual.dtype and same_kind(want, actual) else want
+            if quick and passes_quickly(actual, want, atol, rtol, ratio):  # every timed call: cheap when right
+                trial["outputs"][name] = {"name": name, "passed": True}
+                continue
             out_status, check = compare_output(name, actual, want, atol, rtol, ratio)
             trial["outputs"][name] = check
             if out_status != PASSED and status == PASSED:

@@ -189,8 +189,9 @@ def timing_lines(stage: TimingStage) -> list[str]:
     lines: list[str] = []
     if stage.status != Status.not_run and stage.method:
         flush = f", L2 flushed ({stage.l2_flush_bytes / 1e6:.0f} MB)" if stage.l2_flush_bytes else ""
+        checked = f", every timed call's outputs checked ({stage.calls_checked})" if stage.calls_checked else ""
         lines.append(
-            f"{stage.method} timestamps, {stage.warmup} warm-up + {stage.iterations} timed iterations{flush}"
+            f"{stage.method} timestamps, {stage.warmup} warm-up + {stage.iterations} timed iterations{flush}{checked}"
         )
     if stage.candidate is not None:
         lines.append(_stats(stage.candidate))
@@ -234,6 +235,8 @@ def feedback_text(result: EvalResult) -> str:
             head += f": {stage.message}"
         lines.append(head)
         lines.extend(f"  {line}" for line in stage_lines(name, stage, result.kernel_names))
+    if result.seed is not None:
+        lines.append(f"inputs from seed {result.seed} (ptxwb eval --seed {result.seed} replays them)")
     return "\n".join(lines)
 
 
@@ -254,6 +257,8 @@ def rich_verdict(result: EvalResult) -> RenderableType:
         title += f" · {result.device}"
     if result.workload_axes:
         title += " · " + ", ".join(f"{k}={v}" for k, v in result.workload_axes.items())
+    if result.seed is not None:
+        title += f" · seed {result.seed}"
     table = Table(title=title, show_lines=True, expand=False)
     table.add_column("stage", style="bold")
     table.add_column("status")

@@ -39,6 +39,13 @@ class EvalRequest(BaseModel):
     )
     profile_timeout_s: float = 300.0
     sanitize: bool = Field(default=True, description="the memcheck gate beside correctness")
+    seed: int | None = Field(
+        default=None,
+        ge=0,
+        lt=2**62,
+        description="replay an evaluation's input seeds exactly (its verdict's `seed`); unset, every "
+        "evaluation draws a secret one so no call's inputs can be foreseen",
+    )
     source_counters: bool = Field(
         default=False,
         description="per-instruction executed counts in the dynamic tier (ncu's SourceCounters: more "

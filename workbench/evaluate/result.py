@@ -204,8 +204,11 @@ class TimingStage(StageBase):
         default=None, description="median clock time of a timed call beyond its kernels' GPU time"
     )
     baseline_host_overhead_ms: float | None = None
+    calls_checked: int | None = Field(
+        default=None, description="timed calls whose outputs the judge checked against the reference: all of them"
+    )
     checked_calls: list[Trial] = Field(
-        default_factory=list, description="timed calls whose outputs the judge read, chosen after the fact"
+        default_factory=list, description="the failing timed call, else three of the checked ones at random"
     )
 
 
@@ -233,6 +236,9 @@ class EvalResult(_Model):
     executor: str
     source_sha256: str
     device: str | None = None
+    seed: int | None = Field(
+        default=None, description="the secret every GPU call's inputs came from (`ptxwb eval --seed` replays it)"
+    )
     stages: Stages = Field(default_factory=Stages)
     kernel_names: dict[str, str] = Field(
         default_factory=dict,

@@ -42,10 +42,12 @@ from workbench.evaluate.fingerprint import changes, fingerprint
 from workbench.evaluate.inputs import fill_inputs, fill_poison, make_outputs, scalar_inputs
 from workbench.evaluate.isolation import ChildChannel
 from workbench.evaluate.kernel_trace import KernelTrace, _Trace
+from workbench.evaluate.l2_reset import PersistingL2
 
 # Checked after every call: the code on the path of a call and its reply.
 HARNESS_MODULES = (
     "workbench.evaluate.runner",
+    "workbench.evaluate.l2_reset",
     "workbench.evaluate.kernel_trace",
     "workbench.evaluate.fingerprint",
     "workbench.evaluate.isolation",
@@ -176,6 +178,7 @@ class Runner:
                 baseline.call()
                 baseline.clear()
         self.flush = torch.empty(l2_flush_bytes(self.device), dtype=torch.uint8, device=self.device)
+        self.persisting = PersistingL2(self.device)
         self.marker = torch.zeros(1, dtype=torch.int32, device=self.device)
         self.marker.add_(1)
         self.exporter.warm()
@@ -220,7 +223,14 @@ class Runner:
     def prepare(self, request: dict) -> dict:
         self.sets[request["set"]].refresh(int(request["seed"]), fast=False)
         self.synchronize()
+        self._reset_l2()
         return {"ok": True}
+
+    def _reset_l2(self) -> None:
+        # Nothing a call set aside in L2 reaches the next one (l2_reset.py); a driver that refuses is said.
+        code = self.persisting.reset()
+        if code:
+            raise RuntimeError(f"resetting the persisting L2 before a call failed (CUresult {code})")
 
     def call(self, request: dict) -> dict:
         """One correctness call: marker, the call, a readback marker on the caller's stream, then wait."""
@@ -246,6 +256,7 @@ class Runner:
                 baseline = self.baselines[int(entrant)]
                 fill_inputs(self.spec, baseline.inputs, seed, fast=True)
                 baseline.prepare()
+        self._reset_l2()
         with self.trace.window("flush"):
             self.flush.zero_()
         self.synchronize()

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from workbench.evaluate import sandbox
 from workbench.evaluate.agreement import agreement
+from workbench.evaluate.call_seeds import call_seed, new_secret
 from workbench.evaluate.isolation import HOLD_ENV, Child, Reply, describe_exit, first_useful_line
 from workbench.evaluate.profile import dynamic_stage, parse_raw_csv
 from workbench.evaluate.sanitizer import memcheck_message
@@ -65,8 +66,7 @@ DEFAULT_TIMEOUTS = {
 WARMUP_S = 0.25  # timed rounds after at least this long of warm-up (the card settles into its clocks)
 TIMED_S = 0.3  # at least `iterations` timed rounds, more while they fit in this long
 MAX_ITERATIONS = 400
-CHECKED_CALLS = 3  # timed calls of the candidate whose outputs the judge reads, chosen after the fact
-TIMED_SEED_OFFSET = 10_000
+RECORDED_CALLS = 3  # checked timed calls kept in the verdict when all passed
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)", re.MULTILINE)
 
 
@@ -177,7 +177,10 @@ class Session:
     def __init__(self, worker: Worker, request: dict) -> None:
         self.worker = worker
         self.library = request["library"]
-        self.spec = request["spec"]
+        # Every call's inputs from this evaluation's secret (a request's `seed` replays one): the
+        # workload's public seed would let a kernel tell the profiled call or a trial by its values.
+        self.secret = int(request["seed"]) if request.get("seed") is not None else new_secret()
+        self.spec = {**request["spec"], "seed": call_seed(self.secret, "setup")}
         self.device = self.spec.get("device", "cuda")
         kernels = request.get("kernels")
         if kernels is None:
@@ -217,6 +220,7 @@ class Session:
             **self.spec,
             "axes": smallest.get("axes") or self.spec["axes"],
             "flops": smallest.get("flops"),
+            "seed": call_seed(self.secret, "memcheck"),
         }
 
     # ------------------------------------------------------------------ start
@@ -232,7 +236,7 @@ class Session:
                 self.spec.get("required_family", ""),
                 bool(self.spec.get("source_counters")),
             )
-            self.profiler.submit(self.library, self.spec)
+            self.profiler.submit(self.library, {**self.spec, "seed": call_seed(self.secret, "profile")})
         if self.sanitize and "correctness" in self.stages and worker.sanitizer_tool:
             self.sanitizer = worker.take_sanitizer()
             self.sanitizer.submit(self.library, self.smallest_spec)
@@ -290,6 +294,7 @@ class Session:
             "device": self.device_name,
             "trace": self.trace_method,
             "call_limit_s": self.call_s,
+            "seed": self.secret,
             **(self.failed or {}),
         }
 
@@ -369,13 +374,12 @@ class Session:
         }
         if self.sanitizer is not None:
             self.sanitizer.go(self.autotuned)  # memcheck's call runs beside the trials
-        base_seed = int(self.spec["seed"])
         worst_abs = worst_rel = 0.0
         try:
             for number in range(trials + 1):
                 fresh = number == trials
                 name = "fresh" if fresh else "same"
-                seed = base_seed + number
+                seed = call_seed(self.secret, name, number)
                 label = "the fresh-address trial" if fresh else f"trial {number + 1}"
                 self._runner({"cmd": "prepare", "set": name, "seed": seed}, f"{label}: preparing inputs")
                 snap = self._judge({"cmd": "snapshot", "exports": self.exports[name], "seed": seed})
@@ -455,12 +459,11 @@ class Session:
             names = {str(i): name for i, name in enumerate(started.get("baselines") or [])}
             entrants += list(names)
             walls: dict[str, list[float]] = {e: [] for e in entrants}
-            base = int(self.spec["seed"]) + TIMED_SEED_OFFSET
             calls = 0
 
-            def one_call(entrant: str, keep: bool) -> float:
+            def one_call(entrant: str, keep: bool) -> int:
                 nonlocal calls
-                seed = base + calls
+                seed = call_seed(self.secret, "timed", calls)
                 calls += 1
                 self._runner({"cmd": "tprep", "entrant": entrant, "seed": seed}, "timing: preparing a call")
                 began = time.perf_counter()
@@ -485,30 +488,36 @@ class Session:
             per_round = (time.perf_counter() - warm_started) / rounds
             count = timed_iterations(iterations, per_round, self.pace["timed_s"], MAX_ITERATIONS)
             self._runner({"cmd": "tstart"}, "timing")  # the warm-up's records are not kept
-            checked_at = set(secrets.SystemRandom().sample(range(count), min(CHECKED_CALLS, count)))
+            # Every timed call's outputs are judged (against the reference on that call's inputs): a kernel
+            # wrong on any share of its calls fails, not only when a sample happens to hit one.
             checked: list[dict] = []
+            bad: dict | None = None
             for number in range(count):
                 seed = one_round(rounds + number, keep=True)
-                if number in checked_at:
-                    reply = self._judge({"cmd": "check_timed", "exports": self.exports["same"], "seed": seed})
-                    trial = reply["trial"]
-                    trial["timed_call"] = number + 1
-                    checked.append(trial)
+                reply = self._judge({"cmd": "check_timed", "exports": self.exports["same"], "seed": seed})
+                trial = reply["trial"]
+                trial["timed_call"] = number + 1
+                checked.append(trial)
+                if bad is None and trial["status"] != "passed":
+                    bad = trial
             ended = self._runner({"cmd": "tend"}, "timing: collecting the trace", self.call_s + 60)
         except StageFailed as failed:
             return {**failed.stage, "method": self.trace_method}
         trace = attribute(ended.get("trace") or {})
         stage = timing_stage(trace, walls, names, self.spec, self.own, self.device_name)
         stage.update(warmup=rounds, l2_flush_bytes=ended.get("l2_flush_bytes"))
+        # The record keeps the failing call, else three drawn at random: the count says all were read.
+        kept = [bad] if bad is not None else secrets.SystemRandom().sample(checked, min(RECORDED_CALLS, len(checked)))
         stage["checked_calls"] = [
-            {key: trial[key] for key in ("seed", "passed", "fresh_addresses", "outputs")} for trial in checked
+            {key: trial[key] for key in ("seed", "passed", "fresh_addresses", "outputs")} for trial in kept
         ]
-        bad = next((trial for trial in checked if trial["status"] != "passed"), None)
+        stage["calls_checked"] = len(checked)
         if bad is not None and stage["status"] == "passed":
+            wrong = sum(trial["status"] != "passed" for trial in checked)
             stage["status"] = bad["status"]
             stage["message"] = (
-                f"timed call {bad['timed_call']} of {count} (seed {bad['seed']}), read after the fact: "
-                f"{bad['message']}: the kernel answers differently when it is timed"
+                f"timed call {bad['timed_call']} of {count} (seed {bad['seed']}): {bad['message']}; {wrong} of the "
+                f"{count} timed calls were wrong: the kernel answers differently when it is timed"
             )
         self.timed_calls = [window.kernels for window in trace.labelled("call:candidate")]
         for note in self.notes:
@@ -791,6 +800,7 @@ class Worker:
                 "device": begun.get("device"),
                 "trace": begun.get("trace"),
                 "phases_s": begun.get("phases_s"),
+                "seed": begun.get("seed"),
             },
         )
 

@@ -255,9 +255,8 @@ class TaskFacts(BaseModel):
     @field_validator("flops", "min_bytes")
     @classmethod
     def _expression(cls, text: str | None) -> str | None:
-        if text is not None:
-            if not _is_expression(text):
-                raise ValueError(f"{text!r} is not a Python expression")
+        if text is not None and not _is_expression(text):
+            raise ValueError(f"{text!r} is not a Python expression")
         return text
 
 
