@@ -99,6 +99,7 @@ def test_failure_categories_and_a_status_this_version_does_not_know_is_other() -
         "static_missing_family": "family_missing",
         "dynamic_not_executed": "not_executed",
         "low_tensor_share": "not_executed",
+        "decoy": "integrity",
         "tampered": "integrity",
     }
     assert {status: category(status) for status in expected} == expected

@@ -57,6 +57,27 @@ def test_token_wgmma_executes_but_carries_almost_none_of_the_flops() -> None:
     assert "the math happens elsewhere" in stage["message"]
 
 
+def test_the_token_wgmmas_simt_work_is_counted_at_exactly_the_tasks_flops() -> None:
+    # FFMA thread executions x 2: the SIMT GEMM behind the token wgmma did 2*M*N*K, no more, no less.
+    (launch,) = launches("token_wgmma")
+    stage = dynamic_stage([launch], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper")
+    assert stage["other_work_share"] == 1.0 and stage["status"] == "low_tensor_share"
+    (honest,) = launches("wgmma_gemm")
+    assert dynamic_stage([honest], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper")["other_work_share"] == 0.0
+
+
+def test_a_decoy_whose_answer_comes_from_mma_sync_is_its_own_failure() -> None:
+    # The wgmma GEMM's real profile, beside a second launch of the same call: an mma.sync m16n8k16 GEMM
+    # (128 FLOPs per thread execution) that computes the answer again, counted at 32 per thread.
+    (wgmma,) = launches("wgmma_gemm")
+    mma_sync = {"name": "mma_path", "opcodes": {"HMMA": 2.0 * M * N * K / 128}, "tensor_flops": 0.0, "time_ns": 1.0}
+    stage = dynamic_stage([wgmma, mma_sync], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper")
+    assert stage["tensor_share"] == 1.0 and stage["other_work_share"] == 0.25
+    assert stage["status"] == "decoy"
+    assert "HMMA 25%" in stage["message"] and "must do the work, once" in stage["message"]
+    DynamicStage.model_validate(stage)
+
+
 def test_a_wgmma_no_thread_executes_is_not_executed() -> None:
     (launch,) = launches("token_wgmma")
     launch["opcodes"].pop("HGMMA")

@@ -46,6 +46,32 @@ LAUNCH_METRICS = {
     "shared_config": "launch__shared_mem_config_size",
 }
 MIN_TENSOR_SHARE = 0.9
+# All the work is accounted for: what every instruction that can do the task's math did, besides the
+# required family, from predicate-true thread executions at the fewest FLOPs any shape of it does per
+# thread (so a lower bound): mma.sync m16n8k4 tf32 = 1024 FLOPs per warp, m8n8k16 s8 = 2048, m8n8k4
+# f64 = 512; wgmma m64n8k8 tf32 = 8192 per warpgroup, m64n8k32 e4m3/s8 = 32768; an FMA is 2, a
+# paired one 4. Blackwell's tcgen05.mma is issued by one thread: its smallest shape (M 64, N 8, K 8
+# tf32) = 8192 per issue.
+LEAST_FLOPS_PER_THREAD = {
+    "HMMA": 32,
+    "IMMA": 64,
+    "DMMA": 16,
+    "HGMMA": 64,
+    "IGMMA": 256,
+    "QGMMA": 256,
+    "UTCHMMA": 8192,
+    "UTCIMMA": 8192,
+    "UTCQMMA": 8192,
+    "UTCOMMA": 8192,
+    "FFMA": 2,
+    "DFMA": 2,
+    "FFMA2": 4,
+    "HFMA2": 4,
+}
+# Beside a tensor family that did the task's FLOPs, at most this share of them done again elsewhere: the
+# honest corpus and the references stay under 2 % (softmax and promotion FMAs); a decoy that computes
+# the answer on another path does 25 % or more at this lower bound (mma.sync m16n8k16: 128 per thread).
+MAX_OTHER_SHARE = 0.1
 
 _INSTANCE = re.compile(r"\s*([A-Za-z0-9_.]+)\s*:\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*")
 
@@ -203,6 +229,15 @@ def launch_configurations(launches: list[dict], target: str) -> list[dict]:
     return configurations
 
 
+def other_work(opcodes: dict[str, float], required: frozenset[str] | set[str]) -> dict[str, float]:
+    """FLOPs (a lower bound) each math instruction outside the required family did in one call."""
+    return {
+        opcode: threads * LEAST_FLOPS_PER_THREAD[opcode]
+        for opcode, threads in opcodes.items()
+        if opcode in LEAST_FLOPS_PER_THREAD and opcode not in required and threads > 0
+    }
+
+
 def dynamic_stage(
     launches: list[dict],
     families: dict[str, list[str]],
@@ -276,6 +311,19 @@ def dynamic_stage(
     if tensor_flops is not None and task_flops:
         share = tensor_flops / task_flops
         stage["tensor_share"] = share
+        other = other_work(opcodes, set(families.get(required, [])))
+        stage["other_work_share"] = sum(other.values()) / task_flops
+        if share >= MIN_TENSOR_SHARE and stage["other_work_share"] > MAX_OTHER_SHARE:
+            paths = ", ".join(
+                f"{op} {flops / task_flops:.0%}" for op, flops in sorted(other.items(), key=lambda i: -i[1])[:3]
+            )
+            stage["status"] = "decoy"
+            stage["message"] = (
+                f"{required} did {share:.1%} of the task's FLOPs, and other instructions did at least "
+                f"{stage['other_work_share']:.0%} of them again ({paths}; at most {MAX_OTHER_SHARE:.0%} "
+                f"allowed): the answer can come from them; the required family must do the work, once"
+            )
+            return stage
         if share < MIN_TENSOR_SHARE:
             stage["status"] = "low_tensor_share"
             stage["message"] = (

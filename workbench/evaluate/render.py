@@ -177,6 +177,8 @@ def dynamic_lines(stage: DynamicStage, names: dict[str, str] | None = None) -> l
         if stage.tensor_flops is not None and stage.task_flops is not None:
             detail = f" ({stage.tensor_flops:.3g} of {stage.task_flops:.3g} FLOP)"
         lines.append(f"tensor-pipe FLOP share: {stage.tensor_share:.1%}{detail}")
+    if stage.other_work_share is not None:
+        lines.append(f"the same work on other paths (at least): {stage.other_work_share:.1%} of the task's FLOPs")
     lines.extend(f"launch {launch_line(launch, names)}" for launch in stage.launches[:MAX_KERNELS])
     return lines
 

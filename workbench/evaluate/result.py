@@ -34,6 +34,7 @@ class Status(StrEnum):
     foreign_kernel = "foreign_kernel"
     dynamic_not_executed = "dynamic_not_executed"
     low_tensor_share = "low_tensor_share"
+    decoy = "decoy"  # the required family ran, and other instructions did the task's work again
     abi_mismatch = "abi_mismatch"  # `run` takes other arguments than the task's inputs and outputs
     faster_than_light = "faster_than_light"  # timed faster than the device's datasheet peaks allow
     profile_mismatch = (
@@ -165,6 +166,10 @@ class DynamicStage(StageBase):
     tensor_flops: float | None = None
     task_flops: float | None = None
     tensor_share: float | None = None
+    other_work_share: float | None = Field(
+        default=None,
+        description="FLOPs other math instructions did (a lower bound from thread counts) over the task's",
+    )
     ignored_kernels: list[str] = Field(
         default_factory=list, description="profiled in the call but not the candidate's own: never counted"
     )

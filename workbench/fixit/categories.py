@@ -24,6 +24,7 @@ _CATEGORY: dict[str, str] = {
     Status.low_tensor_share: "not_executed",
     Status.faster_than_light: "integrity",
     Status.profile_mismatch: "integrity",
+    Status.decoy: "integrity",
     Status.stray_kernel: "integrity",
     Status.tampered: "integrity",
 }
