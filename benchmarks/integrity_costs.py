@@ -92,7 +92,8 @@ async def dynamic_alone(cache: Path) -> list[dict]:
     """The dynamic tier by itself at the smallest and at the headline workload of two references."""
     from workbench.evaluate.build import compile_source
     from workbench.evaluate.gpu_spec import gpu_spec, smallest_workload
-    from workbench.evaluate.worker import module_kernels, worker_argv
+    from workbench.evaluate.kernel_names import module_kernels
+    from workbench.evaluate.worker import worker_argv
     from workbench.evaluate.worker_client import WorkerClient
     from workbench.tasks import Catalogue, get_target
 

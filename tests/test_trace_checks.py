@@ -14,9 +14,9 @@ from build_support import needs_nvcc
 
 from workbench.evaluate.agreement import agreement
 from workbench.evaluate.build import compile_source
+from workbench.evaluate.kernel_names import module_kernels
 from workbench.evaluate.result import Status
 from workbench.evaluate.trace_checks import Kernel, attribute, call_problem
-from workbench.evaluate.worker import module_kernels
 from workbench.tasks import get_target
 
 FAULTS = Path(__file__).parent / "gpu" / "faults"

@@ -20,10 +20,11 @@ import pytest
 
 from workbench.evaluate.build import build_toolchain, compile_source
 from workbench.evaluate.gpu_spec import gpu_spec, smallest_workload
+from workbench.evaluate.kernel_names import module_kernels
 from workbench.evaluate.local_executor import LocalExecutor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import Status
-from workbench.evaluate.worker import module_kernels, worker_argv
+from workbench.evaluate.worker import worker_argv
 from workbench.evaluate.worker_client import WorkerClient
 from workbench.tasks import Catalogue, get_target
 

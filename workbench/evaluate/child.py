@@ -18,15 +18,7 @@ import json
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
-
-
-def error_line(exc: BaseException) -> str:
-    from workbench.evaluate.isolation import first_useful_line
-
-    text = f"{type(exc).__name__}: {exc}"
-    return first_useful_line(text) or first_useful_line(traceback.format_exc()) or type(exc).__name__
 
 
 def serve() -> int:

@@ -19,6 +19,7 @@ from workbench.errors import UserError
 from workbench.evaluate.abi import abi_checked
 from workbench.evaluate.build import build
 from workbench.evaluate.gpu_spec import gpu_spec
+from workbench.evaluate.kernel_names import module_kernels
 from workbench.evaluate.pipeline import finalize, new_result, run_stages
 from workbench.evaluate.request import EvalRequest, ProgressCallback
 from workbench.evaluate.result import (
@@ -35,7 +36,6 @@ from workbench.evaluate.sass import static_stage
 from workbench.evaluate.triton_build import SOURCE_NAME as TRITON_SOURCE
 from workbench.evaluate.triton_build import build_triton, run_tool
 from workbench.evaluate.triton_runtime import RuntimeRefused, own_kernels
-from workbench.evaluate.worker import module_kernels
 from workbench.evaluate.worker_client import WorkerClient, WorkerError
 from workbench.tasks import resolve_task
 

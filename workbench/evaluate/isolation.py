@@ -16,6 +16,7 @@ import signal
 import subprocess
 import threading
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,6 +50,12 @@ def first_useful_line(text: str) -> str:
             continue
         return line[:500]
     return ""
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for an exception raised while serving a request (inside `except`: its traceback helps)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return first_useful_line(text) or first_useful_line(traceback.format_exc()) or type(exc).__name__
 
 
 def describe_exit(returncode: int | None) -> str:

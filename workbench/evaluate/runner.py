@@ -40,7 +40,7 @@ from workbench.evaluate.baselines import Baseline, input_buffers, make_baselines
 from workbench.evaluate.exchange import Exporter
 from workbench.evaluate.fingerprint import changes, fingerprint
 from workbench.evaluate.inputs import fill_inputs, fill_poison, make_outputs, scalar_inputs
-from workbench.evaluate.isolation import ChildChannel
+from workbench.evaluate.isolation import ChildChannel, error_line
 from workbench.evaluate.kernel_trace import KernelTrace, _Trace
 from workbench.evaluate.l2_reset import PersistingL2
 
@@ -320,8 +320,6 @@ class Runner:
             try:
                 reply = handler(self, request)
             except Exception as exc:  # noqa: BLE001 - the candidate's failure becomes a verdict
-                from workbench.evaluate.child import error_line
-
                 self.channel.write({"nonce": nonce, "failed": error_line(exc), "during": command})
                 # A CUDA fault poisons the context: nothing more can be trusted in this process.
                 self.exporter.close()

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import secrets
 import shutil
 import subprocess
@@ -46,6 +45,7 @@ from workbench.evaluate import sandbox
 from workbench.evaluate.agreement import agreement
 from workbench.evaluate.call_seeds import call_seed, new_secret
 from workbench.evaluate.isolation import HOLD_ENV, Child, Reply, describe_exit, first_useful_line
+from workbench.evaluate.kernel_names import module_kernels
 from workbench.evaluate.profile import dynamic_stage, parse_raw_csv
 from workbench.evaluate.sanitizer import memcheck_message
 from workbench.evaluate.timing import timed_iterations, timing_stage
@@ -67,7 +67,6 @@ WARMUP_S = 0.25  # timed rounds after at least this long of warm-up (the card se
 TIMED_S = 0.3  # at least `iterations` timed rounds, more while they fit in this long
 MAX_ITERATIONS = 400
 RECORDED_CALLS = 3  # checked timed calls kept in the verdict when all passed
-_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)", re.MULTILINE)
 
 
 def find_tool_path(name: str) -> str | None:
@@ -86,27 +85,6 @@ def list_gpus() -> list[str]:
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line.strip() for line in out.stdout.splitlines() if line.startswith("GPU ")]
-
-
-def module_kernels(library: str, sass_path: str | None = None) -> list[str] | None:
-    """Mangled names of the kernels a candidate defines, from its SASS dump, else cuobjdump on the
-    library; [] when it defines none (then every kernel it launches is foreign), None when unknown."""
-    if sass_path and Path(sass_path).is_file():
-        return sorted(set(_FUNCTION.findall(Path(sass_path).read_text(errors="replace"))))
-    from workbench.evaluate.toolchain import find_tool
-
-    tool = find_tool("cuobjdump")
-    if tool is None:
-        return None
-    try:
-        out = subprocess.run(
-            [str(tool), "--dump-sass", library], check=False, capture_output=True, text=True, timeout=120
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    return sorted(set(_FUNCTION.findall(out.stdout)))
 
 
 def child_argv() -> list[str]:
@@ -737,6 +715,9 @@ class Worker:
                 },
             )
         elif op == "build":
+            # The build host's door: the build stack (pydantic among it) loads only for this op.
+            from workbench.evaluate.remote_build import remote_build
+
             self.reply(request, {"type": "built", **remote_build(request)})
         elif op == "begin":
             self._end_session(warm=False)
@@ -816,32 +797,6 @@ class Worker:
             if tool is not None:
                 tool.close()
         self.spare_profiler = self.spare_sanitizer = None
-
-
-def remote_build(request: dict) -> dict:
-    """Build + static tier here, for an executor whose GPU host compiles (ssh). Imports the workbench's
-    build stack (pydantic among it) only now, so a GPU-only worker never needs it.
-
-    The required family comes resolved from the host, as the GPU tiers' spec does: the task may be a
-    definition file this host lacks, and the static and dynamic tiers must ask for the same family."""
-    import asyncio
-
-    from workbench.evaluate.build import build
-    from workbench.evaluate.result import Status
-    from workbench.evaluate.sass import static_stage
-    from workbench.tasks import get_target
-
-    target = get_target(request["target"])
-    if request.get("required_family"):
-        target = target.model_copy(update={"required_family": request["required_family"]})
-    build_stage = asyncio.run(build(request["source"], target, float(request.get("timeout_s", 180.0)), None))
-    reply: dict = {"build": build_stage.model_dump(mode="json"), "static": None, "kernels": None}
-    if build_stage.status == Status.passed:
-        static = asyncio.run(static_stage(build_stage, target))
-        reply["static"] = static.model_dump(mode="json")
-        if build_stage.library_path:
-            reply["kernels"] = module_kernels(build_stage.library_path, static.sass_path)
-    return reply
 
 
 def main() -> None:
