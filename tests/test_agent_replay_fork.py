@@ -63,7 +63,8 @@ async def test_replay_reproduces_the_messages_exactly(
     out = tmp_path / "replayed.jsonl"
     await _replay(recorded, out, 3, build_cache)
     original, replayed = read_session(recorded), read_session(out)
-    assert replayed.start.author == "replay" and replayed.start.model == f"replay:{recorded}"
+    # The recorded session by its name: its folder is this machine's business (no host path in a session).
+    assert replayed.start.author == "replay" and replayed.start.model == f"replay:{recorded.name}"
 
     def conversation(events: list) -> list[tuple]:
         return [(e.turn, e.role, e.content) for e in events if isinstance(e, Message)]

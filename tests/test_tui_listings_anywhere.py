@@ -130,11 +130,14 @@ async def test_a_recorded_session_replayed_elsewhere_rebuilds_and_shows_its_list
     assert "wgmma.mma_async" in ptx and ".version" in ptx
     assert "HGMMA" in await shown(session, "sass", ready="HGMMA")
     # The same source with other recorded SASS counts is not the recorded code: it is not shown.
+    # Built elsewhere (its build is in no cache here: a rebuild it is, checked against the recording).
     result: EvalResult = evaluation.result
+    elsewhere = f"cache:{'0' * 64}/"
+    files = {"library_path": "kernel.so", "ptx_path": "kernel.ptx", "cubin_path": "kernel.cubin"}
+    build = result.stages.build.model_copy(update={k: elsewhere + name for k, name in files.items()})
+    static = StaticStage(kernels={"k": {"HGMMA": 1}}, sass_path=f"{elsewhere}kernel.sass")
     forged = result.model_copy(
-        update={
-            "stages": result.stages.model_copy(update={"static": StaticStage(kernels={"k": {"HGMMA": 1}})})
-        }
+        update={"stages": result.stages.model_copy(update={"build": build, "static": static})}
     )
     other = [
         e.model_copy(update={"result": forged, "listings": None}) if isinstance(e, Evaluation) else e

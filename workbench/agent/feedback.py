@@ -12,6 +12,7 @@ from workbench.agent.prompts import render
 from workbench.evaluate.render import feedback_text
 from workbench.evaluate.result import EvalResult
 from workbench.session.events import Candidate
+from workbench.session.hostpaths import portable_result
 
 _CHANGED = {"edited": "edited your kernel", "override": "replaced your kernel with their own"}
 # The file the model writes and the fence it goes in, per language.
@@ -37,7 +38,8 @@ def for_result(result: EvalResult, turn: int, config: AgentConfig, candidate: Ca
                 source=candidate.source.rstrip(),
             )
         )
-    parts.append(f"Turn {turn} verdict:\n{feedback_text(result)}\n")
+    # The model is told no host path (the nvcc line's folders, the build cache): nor is the session.
+    parts.append(f"Turn {turn} verdict:\n{feedback_text(portable_result(result))}\n")
     if result.all_ran_passed and result.stages.timing.speedup is None:
         parts.append(
             render("no_speedup.md", executor=result.executor, target_speedup=f"{config.target_speedup:g}")

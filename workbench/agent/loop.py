@@ -221,7 +221,9 @@ class MiniPTXAgent:
             parent_session=self.fork.parent.start.session_id if self.fork else None,
             fork_turn=self.fork.turn if self.fork else None,
         )
-        self._opened = _Opened(SessionWriter(self.out, start), start, [*history, *head], first_turn)
+        writer = SessionWriter(self.out, start)
+        # What is yielded is what the file holds: the events as written (no host path in them).
+        self._opened = _Opened(writer, writer.start, [*history, *head], first_turn)
 
     async def run(self) -> AsyncIterator[LoopItem]:
         self.open()
@@ -247,9 +249,9 @@ class MiniPTXAgent:
                 end = SessionEnd(turn=self._state.turn or None, reason="turn_limit")
             for control in self._flush_controls(writer):
                 yield control
-            self._write(writer, end)
+            written = self._write(writer, end)
             ended = True
-            yield end
+            yield written
         except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt):
             if not ended:
                 # Closed from outside (a UI cancelled the run, Ctrl-C): the person stopped it.
@@ -270,7 +272,8 @@ class MiniPTXAgent:
         return settings
 
     def _write(self, writer: SessionWriter, event: Event) -> Event:
-        writer.append(event)
+        """Append `event` to the session; returns it as written, which the model is sent too."""
+        event = writer.append(event)
         if isinstance(event, Message):
             self._state.messages.append(event)
             self._state.cost_usd += event.cost_usd or 0.0

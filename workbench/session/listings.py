@@ -11,13 +11,13 @@ import base64
 import hashlib
 import json
 import lzma
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from workbench.evaluate.lineinfo import line_table
 from workbench.evaluate.result import EvalResult
+from workbench.session.hostpaths import local_file
 
 
 class Listings(BaseModel):
@@ -49,20 +49,22 @@ def _compressed(data: bytes) -> str:
 
 
 def _packed(path: str | None) -> str | None:
-    if path is None:
+    found = local_file(path)
+    if found is None:
         return None
     try:
-        return _compressed(Path(path).read_bytes())
+        return _compressed(found.read_bytes())
     except OSError:
         return None
 
 
 def carry(result: EvalResult) -> Listings | None:
-    """The listings of `result`'s build that are on this machine (none when it built elsewhere)."""
+    """The listings of `result`'s build that are on this machine (none when it built elsewhere): its
+    files by path, or `cache:<key>/<file>` in this machine's build cache."""
     build, static = result.stages.build, result.stages.static
     cubin_sha = lines = None
-    if build.cubin_path is not None:
-        cubin = Path(build.cubin_path)
+    cubin = local_file(build.cubin_path)
+    if cubin is not None:
         try:
             cubin_sha = hashlib.sha256(cubin.read_bytes()).hexdigest()
         except OSError:

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from workbench.errors import UserError
 from workbench.session.events import EVENT_ADAPTER, Event, SessionStart
+from workbench.session.hostpaths import Scrubber, portable_event
 
 
 def create_new(path: Path, what: str) -> TextIO:
@@ -33,14 +34,23 @@ def create_new(path: Path, what: str) -> TextIO:
 
 
 class SessionWriter:
-    """Appends events to a session file; each line is flushed and fsync'd before `append` returns."""
+    """Appends events to a session file; each line is flushed and fsync'd before `append` returns.
+
+    No host path is written: each event goes through `hostpaths.portable_event` (a verdict names its
+    build's files `cache:<key>/<file>`), so a session can be shared as it is.
+    """
 
     def __init__(self, path: Path, start: SessionStart) -> None:
         self.path = path
+        self._scrubber = Scrubber()
         self._file = create_new(path, "a session file")
-        self.append(start)
+        written = self.append(start)
+        assert isinstance(written, SessionStart)
+        self.start = written  # as written: a script's model by its file's name
 
-    def append(self, event: Event) -> None:
+    def append(self, event: Event) -> Event:
+        """Write `event`; returns it as written (what a reader of the file gets)."""
+        event = portable_event(event, self._scrubber)
         line = EVENT_ADAPTER.dump_json(event).decode("utf-8")
         try:
             self._file.write(line + "\n")
@@ -49,6 +59,7 @@ class SessionWriter:
         except OSError as exc:
             # A full disk or a vanished mount mid-session: one line for the person, not a traceback.
             raise UserError(f"{self.path}: cannot write the session file ({exc.strerror})") from None
+        return event
 
     def close(self) -> None:
         try:

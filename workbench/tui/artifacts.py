@@ -1,7 +1,8 @@
 """The documents of the code pane for one turn: CUDA source, PTX, SASS and the diff to the previous turn.
 
 PTX and SASS come, in this order, from the session itself (the evaluation event carries them,
-compressed), from the build folder the evaluation recorded, from its cubin (disassembled here), or
+compressed), from the build folder the evaluation recorded (`cache:<key>/…` in this machine's build
+cache, or an older session's absolute path where it exists), from its cubin (disassembled here), or
 from a rebuild here that is shown only when it provably is the recorded code. Reading, unpacking,
 disassembling and rebuilding happen in a worker, never on the UI thread: a tab says what is under
 way meanwhile, and the screen shows the listing once it is ready.
@@ -21,6 +22,7 @@ from workbench.evaluate.lineinfo import LineTable, line_table
 from workbench.evaluate.result import EvalResult, Status
 from workbench.evaluate.sass import disassemble
 from workbench.evaluate.toolchain import find_tool
+from workbench.session.hostpaths import local_file
 from workbench.tui.document import CodeDocument
 from workbench.tui.model import TurnView
 from workbench.tui.rebuild import can_rebuild
@@ -105,8 +107,9 @@ class ArtifactCache:
             if result.stages.build.status not in (Status.passed, Status.not_run):
                 return CodeDocument.missing(f"no PTX: the build stopped ({result.stages.build.status.value})")
             return CodeDocument.missing("PTX not available: this evaluation kept none")
-        if Path(path).exists():
-            return self._file(Path(path), "ptx", target, "PTX")
+        here = local_file(path)  # `cache:<key>/kernel.ptx` in this machine's build cache
+        if here is not None:
+            return self._file(here, "ptx", target, "PTX")
         return self._rebuilt(
             turn, "ptx", target, f"PTX not available on this machine (recorded at {path})", rebuild
         )
@@ -125,11 +128,11 @@ class ArtifactCache:
         if turn.listings is not None and turn.listings.sass is not None:
             return self._carried(turn, "sass", target)
         sass_path, cubin_path = result.stages.static.sass_path, result.stages.build.cubin_path
-        if sass_path is not None and Path(sass_path).exists():
-            cubin = Path(cubin_path) if cubin_path else None
-            return self._file(Path(sass_path), "sass", target, "SASS", cubin)
-        if cubin_path is not None and Path(cubin_path).exists():
-            return self._disassembled(Path(cubin_path), target, sass_path)
+        sass_here, cubin_here = local_file(sass_path), local_file(cubin_path)
+        if sass_here is not None:
+            return self._file(sass_here, "sass", target, "SASS", cubin_here)
+        if cubin_here is not None:
+            return self._disassembled(cubin_here, target, sass_path)
         if result.stages.build.status not in (Status.passed, Status.not_run):
             return CodeDocument.missing(f"no SASS: the build stopped ({result.stages.build.status.value})")
         if sass_path is None and cubin_path is None:

@@ -188,7 +188,7 @@ class AuthorDriver(Driver):
 
     async def _emit(self, event: Event) -> None:
         if self._writer is not None:
-            self._writer.append(event)
+            event = self._writer.append(event)  # shown as the file holds it
         if self._sink is not None:
             await self._sink.ingest(event)
 
