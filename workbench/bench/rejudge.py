@@ -19,6 +19,7 @@ from workbench.bench.pools import EvaluationPool
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult
 from workbench.session.events import Candidate, Evaluation
+from workbench.session.hostpaths import Scrubber, portable_result
 from workbench.session.log import create_new, read_session
 
 REJUDGE = "rejudge"
@@ -102,6 +103,7 @@ def rejudge(folder: SweepFolder, executor: str, cache_dir: Path | None = None) -
     verdicts = asyncio.run(_judge_all(recorded, executor, cache_dir))
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     out = folder.root / REJUDGE / f"{stamp}_{re.sub(r'[^A-Za-z0-9_.-]+', '-', executor)}.jsonl"
+    scrubber = Scrubber()  # the new verdicts name their builds' files `cache:<key>/<file>`, no host path
     with create_new(out, "a re-judge file") as file:
         for verdict in verdicts:
             line = {
@@ -110,7 +112,7 @@ def rejudge(folder: SweepFolder, executor: str, cache_dir: Path | None = None) -
                 "changed": verdict.changed,
                 "old": verdict.summary(verdict.recorded.old),
                 "new": verdict.summary(verdict.new),
-                "result": verdict.new.model_dump(mode="json"),
+                "result": portable_result(verdict.new, scrubber).model_dump(mode="json"),
             }
             file.write(json.dumps(line) + "\n")
     return verdicts, out

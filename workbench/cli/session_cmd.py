@@ -14,6 +14,7 @@ from workbench.errors import UserError
 from workbench.paths import runs_dir
 from workbench.session import read_session
 from workbench.session.events import Candidate, Control, Evaluation, Message
+from workbench.session.hostpaths import public_model
 from workbench.session.log import SessionRead, kept_through
 
 app = typer.Typer(help="Inspect, fork, export and import session files.", no_args_is_help=True)
@@ -92,7 +93,7 @@ def show(
         "session_id": start.session_id,
         "task": start.task,
         "target": start.target,
-        "model": start.model,
+        "model": public_model(start.model),
         "author": start.author,
         "human_work": work,
         "parent_session": start.parent_session,
@@ -110,7 +111,8 @@ def show(
         return
     out = console()
     by = start.author + (f"; the person: {_human_note(work)}" if work else "")
-    out.print(f"[bold]{start.session_id}[/bold]  {start.task} on {start.target}, model {start.model} ({by})")
+    model = public_model(start.model)  # an older session names a script by its path here
+    out.print(f"[bold]{start.session_id}[/bold]  {start.task} on {start.target}, model {model} ({by})")
     if start.parent_session:
         out.print(f"forked from {start.parent_session} at turn {start.fork_turn}")
     table = Table(title_justify="left")
@@ -176,7 +178,7 @@ def fork(
     agent = MiniPTXAgent.continue_from(
         parent,
         turn,
-        model=resumed(chosen, kept) if model == parent.start.model else chosen,
+        model=resumed(chosen, kept) if public_model(model) == public_model(parent.start.model) else chosen,
         executor=make_executor(executor_spec),
         out=out,
         config=config,

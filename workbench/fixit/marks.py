@@ -11,6 +11,7 @@ from typing import Literal
 from workbench.errors import UserError
 from workbench.fixit.trajectory import evaluated_turns
 from workbench.session.events import EVENT_ADAPTER, Event, RepairMark
+from workbench.session.hostpaths import portable_event
 from workbench.session.log import read_session
 
 
@@ -60,7 +61,7 @@ def mark_pair(
     if read.dropped_bytes:
         raise UserError(f"{path}: ends in a cut line; a mark appended after it would not be read")
     mark = repair_mark(read.events, failed_turn, fixed_turn, marked=marked, note=note)
-    line = EVENT_ADAPTER.dump_json(mark).decode("utf-8") + "\n"
+    line = EVENT_ADAPTER.dump_json(portable_event(mark)).decode("utf-8") + "\n"  # as SessionWriter would
     try:
         with path.open("a", encoding="utf-8") as handle:
             handle.write(line)

@@ -19,6 +19,7 @@ import workbench
 from workbench.errors import UserError
 from workbench.jsonfile import read_json
 from workbench.session.events import EVENT_ADAPTER, Candidate, Event, Message, SessionEnd, SessionStart
+from workbench.session.hostpaths import Scrubber, portable_event
 from workbench.session.log import SessionRead, SessionWriter, create_new
 from workbench.tasks import get_target, resolve_task
 
@@ -66,17 +67,20 @@ def _message_dict(message: Message, carried: list[Event]) -> dict[str, Any]:
 
 
 def to_trajectory(read: SessionRead) -> dict[str, Any]:
-    """The session as a mini-swe-agent trajectory dict."""
-    start = read.start
+    """The session as a mini-swe-agent trajectory dict, with no host path (an older session's are cut)."""
+    scrubber = Scrubber()
+    start = portable_event(read.start, scrubber)
+    assert isinstance(start, SessionStart)
+    events = [start, *(portable_event(e, scrubber) for e in read.events[1:])]
     messages: list[dict[str, Any]] = []
     carried: list[Event] = []
-    for event in read.events[1:]:
+    for event in events[1:]:
         carried.append(event)
         if isinstance(event, Message):
             messages.append(_message_dict(event, carried))
             carried = []
-    ends = [e for e in read.events if isinstance(e, SessionEnd)]
-    candidates = [e for e in read.events if isinstance(e, Candidate)]
+    ends = [e for e in events if isinstance(e, SessionEnd)]
+    candidates = [e for e in events if isinstance(e, Candidate)]
     end = ends[-1] if ends else None
     exit_status = EXIT_STATUS[end.reason] if end else "Unfinished"
     submission = candidates[-1].source if candidates else ""
@@ -90,7 +94,7 @@ def to_trajectory(read: SessionRead) -> dict[str, Any]:
     messages.append(
         {"role": "exit", "content": end.note or end.reason if end else "unfinished", "extra": exit_extra}
     )
-    assistant = [e for e in read.events if isinstance(e, Message) and e.role == "assistant"]
+    assistant = [e for e in events if isinstance(e, Message) and e.role == "assistant"]
     settings = dict(start.settings)
     model_settings = settings.pop("model_settings", {})
     executor = settings.pop("executor", None)
@@ -233,8 +237,13 @@ def import_trajectory(path: Path, out: Path, task: str | None = None, target: st
         return out
     if not isinstance(events[0], SessionStart):
         raise UserError(f"{path}: the carried events do not begin with a session start")
-    # Each event with exactly the fields it was exported with: the original file, line for line.
-    lines = [EVENT_ADAPTER.dump_json(event, exclude_unset=True).decode("utf-8") + "\n" for event in events]
+    # Each event with exactly the fields it was exported with: the original file, line for line (but
+    # for a host path an older export may hold).
+    scrubber = Scrubber()
+    lines = [
+        EVENT_ADAPTER.dump_json(portable_event(event, scrubber), exclude_unset=True).decode("utf-8") + "\n"
+        for event in events
+    ]
     with create_new(out, "a session file") as file:
         file.write("".join(lines))
     return out
