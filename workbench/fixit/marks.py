@@ -11,8 +11,8 @@ from typing import Literal
 from workbench.errors import UserError
 from workbench.fixit.trajectory import evaluated_turns
 from workbench.session.events import EVENT_ADAPTER, Event, RepairMark
-from workbench.session.hostpaths import portable_event
 from workbench.session.log import read_session
+from workbench.session.portable_events import portable_event
 
 
 def repair_mark(

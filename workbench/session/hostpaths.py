@@ -23,14 +23,11 @@ import sys
 import tempfile
 from functools import cache
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
 from workbench.evaluate.result import EvalResult
-
-if TYPE_CHECKING:  # the events carry listings, which read files through this module
-    from workbench.session.events import Event
 
 CACHE_REF = "cache:"
 # The fields where an `EvalResult` names a file of its build (the build and the static stage).
@@ -189,33 +186,6 @@ def public_model(name: str) -> str:
     if file.startswith(("/", "~", "\\")) or re.match(r"[A-Za-z]:[\\/]", file):
         return f"{prefix}:{file.replace(chr(92), '/').rstrip('/').rsplit('/', 1)[-1]}"
     return name
-
-
-def _changed(event: Event, **fields: Any) -> Event:
-    """`event` with `fields` where they differ (an unchanged field stays unset, as an export wants it)."""
-    update = {name: value for name, value in fields.items() if getattr(event, name) != value}
-    return event.model_copy(update=update) if update else event
-
-
-def portable_event(event: Event, scrubber: Scrubber | None = None) -> Event:
-    """A session event as it is written: no host path in what the workbench wrote into it.
-
-    A verdict, the model's name (`scripted:FILE`), the settings and every note are made portable; the
-    messages the workbench wrote are scrubbed; what a model or a person wrote (answers, kernels) is
-    kept as it is: a kernel's hash is its provenance.
-    """
-    from workbench.session.events import Control, Evaluation, Message, RepairMark, SessionEnd, SessionStart
-
-    scrubber = scrubber or Scrubber()
-    if isinstance(event, Evaluation):
-        return _changed(event, result=portable_result(event.result, scrubber))
-    if isinstance(event, SessionStart):
-        return _changed(event, model=public_model(event.model), settings=scrubber.value(event.settings))
-    if isinstance(event, Message) and event.source == "workbench":
-        return _changed(event, content=scrubber.text(event.content))
-    if isinstance(event, SessionEnd | Control | RepairMark):
-        return _changed(event, note=scrubber.text(event.note))
-    return event
 
 
 def local_file(value: str | None, cache_dir: Path | None = None) -> Path | None:

@@ -19,8 +19,9 @@ import workbench
 from workbench.errors import UserError
 from workbench.jsonfile import read_json
 from workbench.session.events import EVENT_ADAPTER, Candidate, Event, Message, SessionEnd, SessionStart
-from workbench.session.hostpaths import Scrubber, portable_event
+from workbench.session.hostpaths import Scrubber
 from workbench.session.log import SessionRead, SessionWriter, create_new
+from workbench.session.portable_events import portable_event
 from workbench.tasks import get_target, resolve_task
 
 TRAJECTORY_FORMAT = "mini-swe-agent-1.1"

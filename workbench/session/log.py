@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from workbench.errors import UserError
 from workbench.session.events import EVENT_ADAPTER, Event, SessionStart
-from workbench.session.hostpaths import Scrubber, portable_event
+from workbench.session.hostpaths import Scrubber
+from workbench.session.portable_events import portable_event
 
 
 def create_new(path: Path, what: str) -> TextIO:
