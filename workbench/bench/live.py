@@ -20,8 +20,8 @@ class CellState:
     planned: int
     finished: int
     running: int
-    correct: int
-    sass_verified: int
+    correct: int | None  # None: correctness was never measured in this cell (a static sweep)
+    sass_verified: int | None
     static_passed: int | None
     best_speedup: float | None
 

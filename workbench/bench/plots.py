@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from workbench.bench.labels import model_labels
 from workbench.bench.metrics import answered, best_speedup, correctness_known
@@ -69,7 +69,7 @@ def _figure(width: float, height: float) -> Iterator[tuple[Any, Any]]:
     matplotlib.use("svg", force=False)
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context(STYLE):
+    with matplotlib.rc_context(cast(Any, STYLE)):  # its stubs want each key as a literal
         figure = Figure(figsize=(width, height), layout="constrained")
         yield figure, figure.subplots()
 

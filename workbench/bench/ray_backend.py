@@ -152,20 +152,23 @@ def ray_cluster(
             f"--ray {address}: Ray Client addresses are not supported; run the sweep on a node of the "
             "cluster with --ray auto, or give the head's HOST:PORT"
         )
-    quiet = {"logging_level": logging.WARNING}
     try:
         if address == "local":
             with _without_secrets():
-                context = ray.init(
-                    address="local", num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, **quiet
+                ray.init(
+                    address="local",
+                    num_cpus=num_cpus,
+                    num_gpus=num_gpus,
+                    include_dashboard=False,
+                    logging_level=logging.WARNING,
                 )
         else:
-            context = ray.init(address=address, **quiet)
+            ray.init(address=address, logging_level=logging.WARNING)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise UserError(f"--ray {address}: no Ray cluster to join ({str(exc).splitlines()[0]})") from None
     try:
         yield Cluster(
-            address=context.address_info["gcs_address"],
+            address=ray.get_runtime_context().gcs_address,
             resources=dict(ray.cluster_resources()),
             started_here=address == "local",
         )

@@ -7,6 +7,7 @@ are kept as text: a status this code does not know is still a failure of its tie
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from workbench.bench.spec import TrajectoryKey
 from workbench.evaluate.result import EvalResult
@@ -76,7 +77,14 @@ def row_from_result(turn: int, result: EvalResult, answer: Message | None) -> Tu
     )
 
 
-def _usage(answer: Message | None) -> dict[str, int | float | None]:
+class _Usage(TypedDict, total=False):
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    latency_s: float | None
+
+
+def _usage(answer: Message | None) -> _Usage:
     if answer is None:
         return {}
     usage = answer.usage

@@ -21,6 +21,7 @@ from workbench.evaluate.result import EvalResult
 from workbench.session.events import Candidate, Evaluation
 from workbench.session.hostpaths import Scrubber, portable_result
 from workbench.session.log import create_new, read_session
+from workbench.tasks import get_target
 
 REJUDGE = "rejudge"
 
@@ -66,10 +67,10 @@ def recorded_candidates(folder: SweepFolder) -> list[Recorded]:
         workload = read.start.settings.get("workload")
         sources = {e.turn: e.source for e in read.events if isinstance(e, Candidate)}
         for event in read.events:
-            if isinstance(event, Evaluation) and event.turn in sources:
+            if isinstance(event, Evaluation) and event.turn is not None and event.turn in sources:
                 request = EvalRequest(
                     task=read.start.task,
-                    target=read.start.target,  # type: ignore[arg-type]
+                    target=get_target(read.start.target).name,
                     source=sources[event.turn],
                     workload=workload if isinstance(workload, str) else None,
                 )

@@ -221,10 +221,10 @@ def _flat(cell: CellMetrics) -> dict[str, object]:
     out: dict[str, object] = {}
     for key, value in cell.as_dict().items():
         if key.endswith("_ci"):
-            low, high = value if value is not None else (None, None)  # type: ignore[misc]
+            low, high = value if isinstance(value, tuple) else (None, None)
             out[f"{key}_low"], out[f"{key}_high"] = low, high
-        elif key in SPREAD:
-            for sub, number in value.items():  # type: ignore[union-attr]
+        elif key in SPREAD and isinstance(value, dict):
+            for sub, number in value.items():
                 out[f"{SPREAD[key]}{sub}"] = number
         elif key == "failure_mix":
             out[key] = json.dumps(value, sort_keys=True)

@@ -26,6 +26,10 @@ SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 Name = Annotated[str, Field(pattern=SLUG.pattern, max_length=64)]
 
 
+def _hopper_only() -> list[TargetName]:
+    return ["hopper"]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -53,7 +57,7 @@ class SweepSpec(_Strict):
     name: Name
     models: list[str] = Field(min_length=1)
     tasks: list[str] = Field(min_length=1, description="names, globs, or `headline`")
-    targets: list[TargetName] = Field(default_factory=lambda: ["hopper"], min_length=1)
+    targets: list[TargetName] = Field(default_factory=_hopper_only, min_length=1)
     trajectories: int = Field(default=12, ge=1, le=1000)
     turns: int = Field(default=8, ge=1, le=100)
     executor: str | list[str] = "static"

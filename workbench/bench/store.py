@@ -63,6 +63,21 @@ def _flag(value: bool | None) -> int | None:
     return None if value is None else int(value)
 
 
+# SQLite hands back what a column holds: INTEGER as int, REAL as float (or int where it was stored so).
+def _int(value: object) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    raise TypeError(f"an integer column holds {value!r}")
+
+
+def _float(value: object) -> float | None:
+    if value is None or isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        return float(value)
+    raise TypeError(f"a real column holds {value!r}")
+
+
 class Store:
     """`with Store(path) as store: …`; every write is one transaction."""
 
@@ -217,19 +232,19 @@ class Store:
     def _row(item: dict[str, object]) -> TurnRow:
         static = item["static_passed"]
         return TurnRow(
-            turn=int(item["turn"]),  # type: ignore[arg-type]
+            turn=_int(item["turn"]) or 0,
             status=str(item["status"]),
             correct=bool(item["correct"]),
             sass_verified=bool(item["sass_verified"]),
             static_passed=None if static is None else bool(static),
-            speedup=item["speedup"],  # type: ignore[arg-type]
+            speedup=_float(item["speedup"]),
             tiers={t: str(item[f"{t}_status"]) for t in TIERS if item[f"{t}_status"] is not None},
-            tensor_share=item["tensor_share"],  # type: ignore[arg-type]
-            prompt_tokens=item["prompt_tokens"],  # type: ignore[arg-type]
-            completion_tokens=item["completion_tokens"],  # type: ignore[arg-type]
-            cost_usd=item["cost_usd"],  # type: ignore[arg-type]
-            latency_s=item["latency_s"],  # type: ignore[arg-type]
-            source_sha256=item["source_sha256"],  # type: ignore[arg-type]
+            tensor_share=_float(item["tensor_share"]),
+            prompt_tokens=_int(item["prompt_tokens"]),
+            completion_tokens=_int(item["completion_tokens"]),
+            cost_usd=_float(item["cost_usd"]),
+            latency_s=_float(item["latency_s"]),
+            source_sha256=None if item["source_sha256"] is None else str(item["source_sha256"]),
         )
 
     def dump_turns(self) -> list[dict[str, object]]:

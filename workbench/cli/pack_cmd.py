@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -25,7 +25,7 @@ VariantOpt = Annotated[
 @app.command("list")
 def list_cmd(as_json: JsonOpt = False) -> None:
     """List the packs: target, files, variants, tokens and the id sessions record."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for manifest in list_packs():
         stats = pack_stats(load_pack(manifest.name))
         rows.append(

@@ -35,7 +35,9 @@ def turn_rows(read: SessionRead) -> list[dict[str, Any]]:
     their kernels are `human`, not `model`.
     """
     author = read.start.author
-    rows = {t: {"turn": t, "origin": "no kernel", "status": None, "speedup": None} for t in read.turns()}
+    rows: dict[int, dict[str, Any]] = {
+        t: {"turn": t, "origin": "no kernel", "status": None, "speedup": None} for t in read.turns()
+    }
     for event in read.events:
         row = rows.get(event.turn) if event.turn is not None else None
         if row is None:

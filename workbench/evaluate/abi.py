@@ -62,7 +62,9 @@ def _closing(code: str, start: int) -> int | None:
 
 def _split_top(text: str) -> list[str]:
     """Split at commas outside any brackets (template arguments included)."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    depth = 0
+    current: list[str] = []
     for char in text:
         if char in _OPEN:
             depth += 1

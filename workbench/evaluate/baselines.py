@@ -83,8 +83,8 @@ def make_baselines(spec: dict, device: str = "cuda") -> tuple[list[Baseline], li
     if family in LIBRARY_BASELINES:
         try:
             return [LIBRARY_BASELINES[family](spec, inputs, device)], []
-        except BaselineUnavailable as missing:
-            baseline, note = reference_baseline(spec, inputs, str(missing))
+        except BaselineUnavailable as unavailable:
+            baseline, note = reference_baseline(spec, inputs, str(unavailable))
             return [baseline], [note]
     if family == "gemm":
         a, b = inputs["A"], inputs["B"]
@@ -171,7 +171,7 @@ def _scaled_mm_blockwise(spec: dict, inputs: dict[str, torch.Tensor], device: st
             scales["b"],
             F.ScalingType.BlockWise128x128,
             output_dtype=torch.bfloat16,
-            out=out,
+            out=out,  # type: ignore[call-arg]  # the GPU host's torch takes it; this CPU build's stubs lack it
         )
 
     try:
@@ -217,7 +217,10 @@ def _fla_gated_delta_rule(spec: dict, inputs: dict[str, torch.Tensor], device: s
         raise BaselineUnavailable(f"flash-linear-attention is not installed here ({exc.name})") from None
     import torch.nn.functional as F
 
-    scale = float(scalar_inputs(spec)["scale"])
+    given = scalar_inputs(spec)["scale"]
+    if not isinstance(given, int | float):
+        raise BaselineUnavailable(f"the task's scale is {given!r}, not a number")
+    scale = float(given)
     state_name = "state" if "state" in inputs else "initial_state"
     prepared: dict[str, torch.Tensor] = {}
 

@@ -97,7 +97,9 @@ def passes_quickly(
     bad = ~(diff <= torch.maximum(torch.full_like(diff, atol), rtol * (y.abs() + EPS)))
     bad &= ~((x == y) | (torch.isnan(x) & torch.isnan(y)))
     n_bad = int(bad.sum())
-    return n_bad == 0 or (ratio < 1.0 and n_bad <= (1.0 - ratio) * x.numel() and bool(torch.isfinite(x).all()))
+    return n_bad == 0 or (
+        ratio < 1.0 and n_bad <= (1.0 - ratio) * x.numel() and bool(torch.isfinite(x).all())
+    )
 
 
 def unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
@@ -113,7 +115,9 @@ def changed_inputs(names: Sequence[str], before: Sequence[object], after: Sequen
     """Names of the tensor inputs whose bytes differ after the call."""
     changed = []
     for name, old, new in zip(names, before, after, strict=True):
-        if isinstance(old, torch.Tensor) and not torch.equal(bits(old), bits(new)):
+        if isinstance(old, torch.Tensor) and (
+            not isinstance(new, torch.Tensor) or not torch.equal(bits(old), bits(new))
+        ):
             changed.append(name)
     return changed
 

@@ -67,7 +67,9 @@ class _Driver:
 
     def export(self, base: int) -> bytes:
         handle = _IpcHandle()
-        self.check(self.lib.cuIpcGetMemHandle(ctypes.byref(handle), ctypes.c_uint64(base)), "cuIpcGetMemHandle")
+        self.check(
+            self.lib.cuIpcGetMemHandle(ctypes.byref(handle), ctypes.c_uint64(base)), "cuIpcGetMemHandle"
+        )
         return ctypes.string_at(ctypes.addressof(handle), IPC_HANDLE_BYTES)
 
     def open(self, handle: bytes) -> int:
@@ -76,7 +78,9 @@ class _Driver:
         pointer = ctypes.c_uint64()
         raw = _IpcHandle.from_buffer_copy(handle)
         self.check(
-            self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(pointer), raw, ctypes.c_uint(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)),
+            self.lib.cuIpcOpenMemHandle_v2(
+                ctypes.byref(pointer), raw, ctypes.c_uint(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+            ),
             "cuIpcOpenMemHandle",
         )
         return pointer.value
@@ -88,7 +92,9 @@ class _Driver:
         """One allocation from the device's default stream-ordered pool (what cudaMallocAsync draws on):
         the driver sets the pool up on first use, opening what it needs, before a sandbox forbids it."""
         pointer = ctypes.c_uint64()
-        self.check(self.lib.cuMemAllocAsync(ctypes.byref(pointer), ctypes.c_size_t(nbytes), None), "cuMemAllocAsync")
+        self.check(
+            self.lib.cuMemAllocAsync(ctypes.byref(pointer), ctypes.c_size_t(nbytes), None), "cuMemAllocAsync"
+        )
         self.check(self.lib.cuMemFreeAsync(pointer, None), "cuMemFreeAsync")
         self.check(self.lib.cuStreamSynchronize(None), "cuStreamSynchronize")
 

@@ -65,7 +65,9 @@ def readiness(head_dim: int) -> str:
     return ""
 
 
-def forward_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> Callable[[], object]:
+def forward_call(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
+) -> Callable[[], list[tuple[torch.Tensor, torch.Tensor]]]:
     """One FlashInfer prefill per sequence on our [B, H, S, D] tensors, LSE returned like the task's.
 
     FlashInfer takes [S, H, D] (NHD) per sequence: Q, K and V are copied into it once here, outside any
@@ -77,7 +79,7 @@ def forward_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
         [x[b].transpose(0, 1).contiguous() for b in range(x.shape[0])] for x in (q, k, v)
     )
 
-    def call() -> object:
+    def call() -> list[tuple[torch.Tensor, torch.Tensor]]:  # (output, LSE) per sequence
         return [
             flashinfer.single_prefill_with_kv_cache(
                 query,

@@ -21,7 +21,7 @@ from workbench.evaluate.build import build
 from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.evaluate.kernel_names import module_kernels
 from workbench.evaluate.pipeline import finalize, new_result, run_stages
-from workbench.evaluate.request import EvalRequest, ProgressCallback
+from workbench.evaluate.request import EvalRequest, ProgressCallback, StageName
 from workbench.evaluate.result import (
     BuildStage,
     CorrectnessStage,
@@ -39,7 +39,7 @@ from workbench.evaluate.triton_runtime import RuntimeRefused, own_kernels
 from workbench.evaluate.worker_client import WorkerClient, WorkerError
 from workbench.tasks import resolve_task
 
-STAGE_MODELS: dict[str, type[StageBase]] = {
+STAGE_MODELS: dict[StageName, type[StageBase]] = {
     "correctness": CorrectnessStage,
     "timing": TimingStage,
     "dynamic": DynamicStage,
@@ -163,7 +163,7 @@ class GpuExecutor:
                 result.phases_s["begin"] = round(time.perf_counter() - started, 4)
             return state["begun"]
 
-        def gpu_step(name: str):
+        def gpu_step(name: StageName):
             async def step(_: EvalResult) -> StageBase:
                 model = STAGE_MODELS[name]
                 try:

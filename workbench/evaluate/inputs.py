@@ -154,7 +154,12 @@ def derive(spec: dict, values: dict[str, object], fast: bool = False) -> dict[st
     definition, axes = spec["definition"], spec["axes"]
     forward = spec["forward"]
     args = [values[name] for name in forward["inputs"]]
-    if fast and spec.get("family") == "attention_backward" and args[0].is_cuda:
+    if (
+        fast
+        and spec.get("family") == "attention_backward"
+        and isinstance(args[0], torch.Tensor)
+        and args[0].is_cuda
+    ):
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention(
             *args[:3], 0.0, bool(spec.get("causal")), False
         )[:2]

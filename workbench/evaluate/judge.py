@@ -22,7 +22,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 
@@ -56,7 +57,7 @@ class Judge:
         self.device = device
         self.importer = Importer(device)
         self.spec: dict = {}
-        self.reference = None
+        self.reference: Callable[..., Any] | None = None
         self.snapshot_inputs: dict[str, torch.Tensor] | None = None
         self.baseline_cache: dict[tuple, float] = {}
 
@@ -114,7 +115,7 @@ class Judge:
     def _judge(
         self,
         request: dict,
-        before: dict[str, torch.Tensor],
+        before: dict[str, Any],
         fresh: bool,
         derived_atol: float | None = None,
         quick: bool = False,
@@ -132,7 +133,7 @@ class Judge:
         modified += [
             name
             for name in derived
-            if not torch.allclose(before[name].float(), after[name].float(), atol=derived_atol, rtol=0)
+            if not torch.allclose(before[name].float(), after[name].float(), atol=derived_atol or 0.0, rtol=0)
         ]
         if modified:
             trial.update(status="inputs_modified", message=f"the call changed input(s) {', '.join(modified)}")
@@ -144,11 +145,15 @@ class Judge:
         atol, rtol = float(self.spec.get("atol", 1e-2)), float(self.spec.get("rtol", 1e-2))
         ratio = float(self.spec.get("matched_ratio", 1.0))
         with torch.no_grad():
+            if self.reference is None:
+                raise RuntimeError("the judge was asked to check a call before its set-up")
             expected = run_reference(self.reference, self.spec["definition"], self.spec["axes"], ordered)
         status, message = PASSED, ""
         for (name, actual), want in zip(got.items(), expected, strict=True):
             want = want.to(actual.dtype) if want.dtype != actual.dtype and same_kind(want, actual) else want
-            if quick and passes_quickly(actual, want, atol, rtol, ratio):  # every timed call: cheap when right
+            if quick and passes_quickly(
+                actual, want, atol, rtol, ratio
+            ):  # every timed call: cheap when right
                 trial["outputs"][name] = {"name": name, "passed": True}
                 continue
             out_status, check = compare_output(name, actual, want, atol, rtol, ratio)

@@ -269,9 +269,9 @@ def dynamic_stage(
             family_of.setdefault(opcode, family)
     executed_families: dict[str, int] = {}
     for opcode, threads in opcodes.items():
-        family = family_of.get(opcode)
-        if family is not None and threads > 0:
-            executed_families[family] = executed_families.get(family, 0) + int(threads)
+        holder = family_of.get(opcode)
+        if holder is not None and threads > 0:
+            executed_families[holder] = executed_families.get(holder, 0) + int(threads)
     if required in families and required not in family_of.values():
         # A narrower family (QGMMA within GMMA) is counted when it is the one required.
         narrow = sum(int(opcodes.get(opcode, 0.0)) for opcode in families[required])
@@ -316,7 +316,8 @@ def dynamic_stage(
         stage["other_work_share"] = sum(other.values()) / task_flops
         if share >= MIN_TENSOR_SHARE and stage["other_work_share"] > MAX_OTHER_SHARE:
             paths = ", ".join(
-                f"{op} {flops / task_flops:.0%}" for op, flops in sorted(other.items(), key=lambda i: -i[1])[:3]
+                f"{op} {flops / task_flops:.0%}"
+                for op, flops in sorted(other.items(), key=lambda i: -i[1])[:3]
             )
             stage["status"] = "decoy"
             stage["message"] = (

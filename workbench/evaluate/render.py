@@ -178,7 +178,9 @@ def dynamic_lines(stage: DynamicStage, names: dict[str, str] | None = None) -> l
             detail = f" ({stage.tensor_flops:.3g} of {stage.task_flops:.3g} FLOP)"
         lines.append(f"tensor-pipe FLOP share: {stage.tensor_share:.1%}{detail}")
     if stage.other_work_share is not None:
-        lines.append(f"the same work on other paths (at least): {stage.other_work_share:.1%} of the task's FLOPs")
+        lines.append(
+            f"the same work on other paths (at least): {stage.other_work_share:.1%} of the task's FLOPs"
+        )
     lines.extend(f"launch {launch_line(launch, names)}" for launch in stage.launches[:MAX_KERNELS])
     return lines
 
@@ -191,7 +193,9 @@ def timing_lines(stage: TimingStage) -> list[str]:
     lines: list[str] = []
     if stage.status != Status.not_run and stage.method:
         flush = f", L2 flushed ({stage.l2_flush_bytes / 1e6:.0f} MB)" if stage.l2_flush_bytes else ""
-        checked = f", every timed call's outputs checked ({stage.calls_checked})" if stage.calls_checked else ""
+        checked = (
+            f", every timed call's outputs checked ({stage.calls_checked})" if stage.calls_checked else ""
+        )
         lines.append(
             f"{stage.method} timestamps, {stage.warmup} warm-up + {stage.iterations} timed iterations{flush}{checked}"
         )

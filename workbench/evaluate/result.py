@@ -210,7 +210,8 @@ class TimingStage(StageBase):
     )
     baseline_host_overhead_ms: float | None = None
     calls_checked: int | None = Field(
-        default=None, description="timed calls whose outputs the judge checked against the reference: all of them"
+        default=None,
+        description="timed calls whose outputs the judge checked against the reference: all of them",
     )
     checked_calls: list[Trial] = Field(
         default_factory=list, description="the failing timed call, else three of the checked ones at random"
@@ -242,7 +243,8 @@ class EvalResult(_Model):
     source_sha256: str
     device: str | None = None
     seed: int | None = Field(
-        default=None, description="the secret every GPU call's inputs came from (`ptxwb eval --seed` replays it)"
+        default=None,
+        description="the secret every GPU call's inputs came from (`ptxwb eval --seed` replays it)",
     )
     stages: Stages = Field(default_factory=Stages)
     kernel_names: dict[str, str] = Field(

@@ -30,8 +30,9 @@ from __future__ import annotations
 import hashlib  # noqa: F401
 import json  # noqa: F401
 import secrets  # noqa: F401
+from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -43,6 +44,9 @@ from workbench.evaluate.inputs import fill_inputs, fill_poison, make_outputs, sc
 from workbench.evaluate.isolation import ChildChannel, error_line
 from workbench.evaluate.kernel_trace import KernelTrace, _Trace
 from workbench.evaluate.l2_reset import PersistingL2
+
+if TYPE_CHECKING:
+    from workbench.evaluate.triton_runtime import Opened
 
 # Checked after every call: the code on the path of a call and its reply.
 HARNESS_MODULES = (
@@ -84,6 +88,10 @@ def l2_flush_bytes(device: str) -> int:
     return 2 * l2
 
 
+def _not_loaded(*_: object) -> object:
+    raise RuntimeError("no candidate library is loaded")
+
+
 class TensorSet:
     """Input and output tensors handed to the candidate, exported for the judge."""
 
@@ -119,8 +127,9 @@ class Runner:
         self.exporter = Exporter(device)
         self.sets: dict[str, TensorSet] = {}
         self.baselines: list[Baseline] = []
-        self.run = None
-        self.triton = None  # triton_runtime.Opened, for a Triton candidate
+        self.run: Callable[..., object] = _not_loaded
+        self.module: Any = None  # the candidate's module (TVM-FFI's, or the Triton file's)
+        self.triton: Opened | None = None  # for a Triton candidate
         self.prints: dict[str, str] = {}
         self.library_prints: dict[str, str] = {}
 

@@ -277,7 +277,10 @@ def confine_writes(beneath: list[str]) -> None:
                     raise SandboxError(f"landlock_add_rule({folder}): {os.strerror(ctypes.get_errno())}")
             finally:
                 os.close(fd)
-        if libc.syscall(ctypes.c_long(LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+        if (
+            libc.syscall(ctypes.c_long(LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0))
+            != 0
+        ):
             raise SandboxError(f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
     finally:
         os.close(ruleset)

@@ -122,9 +122,10 @@ def family_counts(opcodes: Mapping[str, int], required: str | None = None) -> di
         family = _FAMILY_OF.get(opcode)
         if family is not None:
             counts[family] += count
-    narrow = sum(opcodes.get(op, 0) for op in FAMILIES[required]) if required in NARROW_FAMILIES else 0
-    if narrow:
-        counts[required] = narrow
+    if required is not None and required in NARROW_FAMILIES:
+        narrow = sum(opcodes.get(op, 0) for op in FAMILIES[required])
+        if narrow:
+            counts[required] = narrow
     return dict(sorted(counts.items()))
 
 

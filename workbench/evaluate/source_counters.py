@@ -229,12 +229,12 @@ def own_kernels(
         bases.setdefault(_base_name(demangled.get(symbol, symbol)), []).append(symbol)
     kept: dict[str, list[SourceRow]] = {}
     for name, rows in page.items():
-        symbol = name if name in own else by_signature.get(_squeezed(name))
+        mangled = name if name in own else by_signature.get(_squeezed(name))
         base = _base_name(name)
-        if symbol is None and base and len(bases.get(base, [])) == 1:
-            symbol = bases[base][0]
-        if symbol is not None:
-            kept[symbol] = _merged(kept[symbol], rows) if symbol in kept else rows
+        if mangled is None and base and len(bases.get(base, [])) == 1:
+            mangled = bases[base][0]
+        if mangled is not None:
+            kept[mangled] = _merged(kept[mangled], rows) if mangled in kept else rows
     return kept
 
 

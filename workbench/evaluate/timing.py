@@ -117,7 +117,8 @@ def timing_stage(
     spans_of: dict[str, list[float]] = {}
     for entrant in ["candidate", *names]:
         windows = trace.labelled(f"call:{entrant}")
-        spans, kernels = [], []
+        spans: list[float] = []
+        kernels: list[str] = []
         for window in windows:
             span = window.span_ms(trace.method)
             if span is None:

@@ -54,4 +54,7 @@ def tool_version(name: str) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(r"(?:release|Version)\s+([0-9][0-9.]*)", out)
-    return match.group(1).rstrip(".") if match else (out.strip().splitlines() or [None])[-1]
+    if match:
+        return match.group(1).rstrip(".")
+    lines = out.strip().splitlines()
+    return lines[-1] if lines else None

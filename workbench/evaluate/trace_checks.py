@@ -148,7 +148,8 @@ def call_problem(trace: Attributed, own: set[str] | None) -> tuple[str, str] | N
             "tampered",
             "the kernel trace lost the harness's marker kernel: CUPTI was switched off or flushed",
         )
-    (call,) = trace.labelled("call") or [None]
+    windows: list[WindowRecords | None] = [*trace.labelled("call")] or [None]
+    (call,) = windows
     if call is None:
         return "tampered", "the call's window is missing from the trace"
     foreign = foreign_names(call.kernels, own)

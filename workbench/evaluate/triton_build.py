@@ -33,6 +33,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,6 +167,11 @@ def _trim(output: str) -> str:
 class Finished:
     returncode: int | None  # None: killed at the timeout
     output: str
+
+
+def _labelled(label: str) -> Callable[[re.Match[str]], str]:
+    """A substitution that appends the kernel's label to a `Function :` line."""
+    return lambda match: match.group(1) + label
 
 
 async def run_tool(
@@ -304,7 +310,7 @@ async def _assemble(
         disassembly = await disassemble(cubin)
         if disassembly.text is None:
             return BuildStage(status=Status.infrastructure_error, message=disassembly.error)
-        sass_parts.append(_FUNCTION_LINE.sub(lambda m, label=label: m.group(1) + label, disassembly.text))
+        sass_parts.append(_FUNCTION_LINE.sub(_labelled(label), disassembly.text))
     (work / SASS_NAME).write_text("\n".join(sass_parts))
     (work / PTX_NAME).write_text(
         "\n".join(

@@ -29,6 +29,7 @@ import shutil
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 RUNTIME_DIR = "runtime"
 READY_NAME = "ready.json"
@@ -57,7 +58,7 @@ def _signature(value: object) -> object:
 def _tensordesc_meta(value: object) -> list[dict] | None:
     if value is None:
         return None
-    ok = isinstance(value, list) and all(
+    if not isinstance(value, list) or not all(
         isinstance(item, dict)
         and all(
             isinstance(key, str)
@@ -65,8 +66,7 @@ def _tensordesc_meta(value: object) -> list[dict] | None:
             for key, v in item.items()
         )
         for item in value
-    )
-    if not ok:
+    ):
         raise RuntimeRefused("the traced tensor-descriptor layout is not a list of integer fields")
     return value
 
@@ -207,10 +207,11 @@ class Opened:
         self._module = module
         return module
 
-    def _tuners(self) -> dict[str, object]:
+    def _tuners(self) -> dict[str, Any]:
+        """The module's autotuners (Triton's Autotuner: untyped)."""
         from triton.runtime.autotuner import Autotuner
 
-        tuners: dict[str, object] = {}
+        tuners: dict[str, Any] = {}
         for name, value in vars(self._module or types.ModuleType("none")).items():
             inner, depth = value, 0
             while not isinstance(inner, Autotuner) and hasattr(inner, "fn") and depth < 8:

@@ -281,6 +281,7 @@ def trace(request: dict) -> dict:
     try:
         with MetaDevice(), work:
             spec = importlib.util.spec_from_file_location(MODULE_NAME, source_path)
+            assert spec is not None and spec.loader is not None  # a .py file path always has both
             module = importlib.util.module_from_spec(spec)
             sys.modules[MODULE_NAME] = module
             try:

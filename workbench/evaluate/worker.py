@@ -227,10 +227,11 @@ class Session:
                 f"the GPU child did not start: {ready.exit_description}"
                 + (f" ({ready.evidence})" if ready.evidence else ""),
             )
-        self.device_name = ready.data.get("device")
-        self.trace_method = ready.data.get("trace")
-        if ready.data.get("trace_note"):
-            self.notes.append(ready.data["trace_note"])
+        hello = ready.data or {}  # ok: the runner's hello
+        self.device_name = hello.get("device")
+        self.trace_method = hello.get("trace")
+        if hello.get("trace_note"):
+            self.notes.append(hello["trace_note"])
         judged = worker.judge_request(
             self.device, {"cmd": "setup", "spec": self.spec}, self.timeouts["start_s"]
         )
@@ -254,17 +255,18 @@ class Session:
             },
             self.timeouts["start_s"] + self.call_s,
         )
+        answer = loaded.data or {}
         if not loaded.ok or loaded.forged:
             self.failed = _failure("runtime_error", "loading the library", loaded)
-        elif loaded.data.get("failed"):
+        elif answer.get("failed"):
             self.failed = {
                 "status": "runtime_error",
-                "message": f"loading the library: {loaded.data['failed']}",
+                "message": f"loading the library: {answer['failed']}",
             }
         else:
-            self.exports = loaded.data["exports"]
-            self.notes += loaded.data.get("notes") or []
-            self.autotuned = loaded.data.get("autotuned")
+            self.exports = answer["exports"]
+            self.notes += answer.get("notes") or []
+            self.autotuned = answer.get("autotuned")
         clock.mark("load")
         return {
             "ok": self.failed is None,
@@ -485,7 +487,11 @@ class Session:
         stage = timing_stage(trace, walls, names, self.spec, self.own, self.device_name)
         stage.update(warmup=rounds, l2_flush_bytes=ended.get("l2_flush_bytes"))
         # The record keeps the failing call, else three drawn at random: the count says all were read.
-        kept = [bad] if bad is not None else secrets.SystemRandom().sample(checked, min(RECORDED_CALLS, len(checked)))
+        kept = (
+            [bad]
+            if bad is not None
+            else secrets.SystemRandom().sample(checked, min(RECORDED_CALLS, len(checked)))
+        )
         stage["checked_calls"] = [
             {key: trial[key] for key in ("seed", "passed", "fresh_addresses", "outputs")} for trial in kept
         ]
@@ -641,7 +647,9 @@ class Worker:
             }
         return reply.data or {}
 
-    def take_profiler(self, target: str, required: str = "", source_counters: bool = False) -> ProfiledProcess:
+    def take_profiler(
+        self, target: str, required: str = "", source_counters: bool = False
+    ) -> ProfiledProcess:
         """The spare ncu run when it was started for this target, required family (its metrics) and
         these sections and is still waiting, else a new one."""
         self.target, self.required, self.source_counters = target, required, source_counters
@@ -676,7 +684,7 @@ class Worker:
             self.spare, self.spare_held = (device, Child(child_argv(), env=env)), held
         if device == "cpu":
             return
-        if self.spare_profiler is None and self.can_profile and self.target:
+        if self.spare_profiler is None and self.can_profile and self.ncu is not None and self.target:
             self.spare_profiler = ProfiledProcess(
                 self.ncu, self.target, child_argv(), self.required, self.source_counters, held=held
             )

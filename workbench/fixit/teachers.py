@@ -22,6 +22,7 @@ from workbench.fixit.pairs import Pair
 from workbench.fixit.rows import MessagesRow, ask_for, prompt_messages
 from workbench.fixit.text import render
 from workbench.fixit.trajectory import STATIC, Trajectory, Turn
+from workbench.tasks import get_target
 
 # A fenced block, closed or left open at the end: reasoning is prose, the kernel comes after it.
 _FENCED = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^ {0,3}\1[ \t]*$\n?|\Z)", re.DOTALL | re.MULTILINE)
@@ -126,7 +127,7 @@ class RepairTeacher:
     async def _judge(self, trajectory: Trajectory, failed: Turn, source: str) -> Turn:
         request = EvalRequest(
             task=trajectory.start.task,
-            target=trajectory.start.target,
+            target=get_target(trajectory.start.target).name,
             source=source,
             workload=failed.result.workload_uuid,
         )

@@ -81,7 +81,7 @@ def evaluated_turns(events: Sequence[Event]) -> list[Turn]:
             candidate = candidates.get(event.turn)
             if candidate is not None and candidate.sha256 == event.result.source_sha256:
                 turns[event.turn] = Turn(event.turn, candidate.source, candidate.origin, event.result)
-    return sorted(turns.values(), key=lambda t: t.number)
+    return [turns[number] for number in sorted(turns)]
 
 
 def load(file: SessionFile) -> Trajectory:

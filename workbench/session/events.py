@@ -7,14 +7,14 @@ Secrets never enter an event: the settings hold the names of things, never keys.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from workbench.evaluate.result import EvalResult
 from workbench.session.listings import Listings
 
-SESSION_SCHEMA = "ptxwb.session"
+SESSION_SCHEMA: Final = "ptxwb.session"
 SESSION_SCHEMA_VERSION = 1
 
 

@@ -43,7 +43,6 @@ DTYPE_BYTES: dict[str, float] = {
 }
 
 
-
 def _is_expression(text: str) -> bool:
     try:
         compile(text, "<expression>", "eval", dont_inherit=True)
@@ -56,6 +55,7 @@ def _defines_function(module: CodeType, name: str) -> bool:
     """Whether a module's code binds `name` at top level to a function of that name."""
     bodies = (c for c in module.co_consts if isinstance(c, CodeType))
     return name in module.co_names and any(body.co_name == name for body in bodies)
+
 
 class _Open(BaseModel):
     # Keys this version does not know are kept, so external files load and re-save unchanged.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual.app import App
 from textual.command import DiscoveryHit, Hit, Hits, Provider
@@ -56,7 +56,7 @@ class WorkbenchCommands(Provider):
             yield DiscoveryHit(title, run, help=help_text)
 
 
-def _runner(screen: Screen[object], action: str) -> Callable[[], object]:
+def _runner(screen: Screen[Any], action: str) -> Callable[[], object]:
     async def run() -> None:
         await screen.run_action(action)
 
@@ -73,7 +73,7 @@ class WorkbenchApp(App[None]):
     # bottom screen cannot be popped or switched away).
     DEFAULT_MODE: ClassVar[str] = "workbench"
 
-    def __init__(self, first: Callable[[], Screen[object]], *, theme: str | None = None) -> None:
+    def __init__(self, first: Callable[[], Screen[Any]], *, theme: str | None = None) -> None:
         super().__init__()
         self.add_mode("workbench", first)
         # The live runs started in this app (from home): the command reports one whose session failed.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 ALL = frozenset({"replay", "author", "live"})
 LIVE = frozenset({"live"})
@@ -184,7 +184,7 @@ ACTIONS: list[Action] = [
 DRIVER_ACTIONS: frozenset[str] = frozenset(a.action for a in ACTIONS if a.driver)
 
 
-def bindings() -> list[Binding]:
+def bindings() -> list[BindingType]:
     return [Binding(a.keys, a.action, a.title, show=a.footer) for a in ACTIONS]
 
 

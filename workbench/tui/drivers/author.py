@@ -149,9 +149,12 @@ class AuthorDriver(Driver):
 
     async def _evaluate(self, sink: Sink, force: bool) -> None:
         source = self._read()
-        sha = hashlib.sha256(source.encode("utf-8")).hexdigest() if source is not None else None
-        if source is None or sha == self._last_sha and not force:
-            sink.state_changed()  # the problem said, or gone (the file is back to what was judged)
+        if source is None:
+            sink.state_changed()  # the problem said
+            return
+        sha = hashlib.sha256(source.encode("utf-8")).hexdigest()
+        if sha == self._last_sha and not force:
+            sink.state_changed()  # the file is back to what was judged: the problem is gone
             return
         self._last_sha = sha
         self.turn += 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from workbench.agent.approval import Decision
 from workbench.agent.items import EvalProgress, TextDelta
@@ -32,6 +32,8 @@ REVIEW_ACTIONS = frozenset({"approve", "edit", "edit_external", "override", "ski
 # The rest are possible while the session runs; once it ended, only forking it is.
 RUNNING_ACTIONS = ACTIONS - REVIEW_ACTIONS
 ENDED_ACTIONS = frozenset({"fork"})
+
+T = TypeVar("T")
 
 
 class TuiApprover:
@@ -64,7 +66,7 @@ class TuiApprover:
         finally:
             self.source = None
 
-    async def _wait(self, what: Waiting, future: asyncio.Future[object]) -> object:  # type: ignore[type-arg]
+    async def _wait(self, what: Waiting, future: asyncio.Future[T]) -> T:
         self.waiting = what
         self._changed()
         try:

@@ -22,8 +22,7 @@ class ReplayDriver(Driver):
     def __init__(
         self, read: SessionRead, *, speed: float = 1.0, sleep: Sleep | None = None, paused: bool = False
     ) -> None:
-        kwargs = {"sleep": sleep} if sleep is not None else {}
-        self.player = ReplayPlayer(read.events, speed=speed, **kwargs)
+        self.player = ReplayPlayer(read.events, speed=speed, sleep=sleep or asyncio.sleep)
         self.session_path: Path | None = read.path
         self._start = read.start
         self._sink: Sink | None = None

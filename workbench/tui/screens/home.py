@@ -152,7 +152,7 @@ class HomeScreen(Screen[None]):
     HomeScreen.-narrow #top { layout: vertical; }
     HomeScreen.-narrow #task-column, HomeScreen.-narrow #task-pane { width: 1fr; }
     """
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (110, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 - Textual reads it per instance
 
     def __init__(self, session_folders: list[Path]) -> None:
         super().__init__()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from textual import on
 from textual.app import ComposeResult
@@ -115,7 +115,7 @@ class StartRunScreen(ModalScreen[SessionScreen | None]):
                 for field, label in LIMITS:
                     with Vertical():
                         yield Label(label)
-                        kind = "integer" if field == "turns" else "number"
+                        kind: Literal["integer", "number"] = "integer" if field == "turns" else "number"
                         yield Input(_default_text(field), placeholder="none", type=kind, id=field)
             yield Static(id="error")
             with Horizontal(id="buttons"):

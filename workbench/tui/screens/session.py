@@ -61,7 +61,7 @@ def cuda_answer(source: str) -> str:
 
 class SessionScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = keymap.bindings()
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (110, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 - Textual reads it per instance
 
     def __init__(self, driver: Driver) -> None:
         super().__init__()

@@ -83,7 +83,7 @@ class _Table(Screen[None]):
     def _row_selected(self) -> None:
         self.action_open()
 
-    def action_refresh(self) -> None:
+    def action_refresh(self) -> object:  # subclasses run it as a worker (it returns the Worker)
         raise NotImplementedError
 
     def action_open(self) -> None:

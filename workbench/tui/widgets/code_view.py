@@ -229,11 +229,11 @@ class CodeView(ScrollView, can_focus=True):
             shown = (
                 f"{short_count(counts.executed):>5} {short_count(counts.predicated_on):>5}" if counts else ""
             )
-            style = "code-view--count" if counts and counts.executed else "code-view--idle"
+            component = "code-view--count" if counts and counts.executed else "code-view--idle"
             gutter.append(
                 Segment(
                     f"{shown:>{COUNT_WIDTH - 1}} ",
-                    line_style + self.get_component_rich_style(style, partial=True),
+                    line_style + self.get_component_rich_style(component, partial=True),
                 )
             )
         code_width = max(0, width - self._gutter_width())

@@ -54,15 +54,15 @@ class MessageText(Static):
 
     def __init__(self, content: str, *, plain: bool = False) -> None:
         super().__init__()
-        self.content = content
+        self.text = content
         self.plain = plain
 
     def on_mount(self) -> None:
         if self.plain:
-            self.update(Text(self.content))
+            self.update(Text(self.text))
         else:
             code_theme = "monokai" if self.app.current_theme.dark else "friendly"
-            self.update(RichMarkdown(self.content, code_theme=code_theme))
+            self.update(RichMarkdown(self.text, code_theme=code_theme))
 
 
 class LazyMarkdown(Collapsible):
