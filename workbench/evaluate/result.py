@@ -13,7 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 2
+# 3: the evaluation's input seed, every timed call checked (calls_checked), the work other paths did
+# (other_work_share) and the decoy status; results of 2 read unchanged (the new fields have defaults).
+SCHEMA_VERSION = 3
 
 
 class Status(StrEnum):
