@@ -37,7 +37,9 @@ from workbench.evaluate.request import EvalRequest, Executor, Progress
 from workbench.evaluate.result import EvalResult
 from workbench.session.events import (
     Candidate,
+    CandidateOrigin,
     Control,
+    EndReason,
     Evaluation,
     Event,
     Message,
@@ -64,7 +66,7 @@ class ForkPoint:
 class _Ended(Exception):
     """Ends the session with `reason` (one of `SessionEnd.reason`)."""
 
-    def __init__(self, reason: str, note: str = "") -> None:
+    def __init__(self, reason: EndReason, note: str = "") -> None:
         super().__init__(reason)
         self.reason = reason
         self.note = note
@@ -243,7 +245,7 @@ class MiniPTXAgent:
                         yield item
                     self._check_limits(started, turn)
                 except _Ended as stop:
-                    end = SessionEnd(turn=turn, reason=stop.reason, note=stop.note)  # type: ignore[arg-type]
+                    end = SessionEnd(turn=turn, reason=stop.reason, note=stop.note)
                     break
             if end is None:
                 end = SessionEnd(turn=self._state.turn or None, reason="turn_limit")
@@ -378,6 +380,7 @@ class MiniPTXAgent:
 
     @staticmethod
     def _candidate(turn: int, source: str, decision: Decision) -> Candidate:
+        origin: CandidateOrigin
         if decision.action == "run":
             final, origin, original = source, "model", None
         else:
@@ -385,7 +388,7 @@ class MiniPTXAgent:
             final, original = decision.source, source
             origin = "edited" if decision.action == "edit" else "override"
         digest = hashlib.sha256(final.encode("utf-8")).hexdigest()
-        return Candidate(turn=turn, source=final, origin=origin, original=original, sha256=digest)  # type: ignore[arg-type]
+        return Candidate(turn=turn, source=final, origin=origin, original=original, sha256=digest)
 
     def context(self, turn: int) -> list[ChatMessage]:
         """The messages sent to the model for `turn` under the configured context policy."""

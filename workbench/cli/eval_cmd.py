@@ -97,14 +97,14 @@ def eval_candidate(
     task_name = task or (solution.definition if solution else None)
     if task_name is None:
         raise UserError("--task is required for a .cu or .py file")
-    get_target(target)
+    target_name = get_target(target).name
     language = language or ("triton" if candidate.suffix == ".py" else "cuda")
     require_executor_for(language, executor)
     require_profile_for(source_counters, executor)
     runner = make_executor(executor)
     request = EvalRequest(
         task=task_name,
-        target=target,  # type: ignore[arg-type]
+        target=target_name,
         source=source,
         language=language,
         workload=workload,

@@ -219,7 +219,7 @@ class Child:
                 None, exit_description=describe_exit(self.process.returncode), evidence=self.evidence()
             )
         reply = self.receive(timeout_s)
-        if reply.ok and (stale or self._buffer or reply.data.get("nonce") != nonce):  # type: ignore[union-attr]
+        if reply.data is not None and (stale or self._buffer or reply.data.get("nonce") != nonce):
             reply.forged = True
         return reply
 

@@ -62,7 +62,7 @@ class Message(_Event):
 class Candidate(_Event):
     type: Literal["candidate"] = "candidate"
     source: str
-    origin: Literal["model", "edited", "override"]
+    origin: CandidateOrigin
     original: str | None = Field(default=None, description="the model's source when the person edited it")
     sha256: str
 
@@ -82,17 +82,21 @@ class Control(_Event):
     note: str = ""
 
 
+EndReason = Literal[
+    "target_met",
+    "turn_limit",
+    "cost_limit",
+    "wall_limit",
+    "stopped_by_person",
+    "model_error",
+    "model_exhausted",
+]
+CandidateOrigin = Literal["model", "edited", "override"]
+
+
 class SessionEnd(_Event):
     type: Literal["session_end"] = "session_end"
-    reason: Literal[
-        "target_met",
-        "turn_limit",
-        "cost_limit",
-        "wall_limit",
-        "stopped_by_person",
-        "model_error",
-        "model_exhausted",
-    ] = Field(description="model_exhausted: a replay or scripted model served all it holds")
+    reason: EndReason = Field(description="model_exhausted: a replay or scripted model served all it holds")
     note: str = ""
 
 

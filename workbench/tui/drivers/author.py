@@ -20,6 +20,7 @@ from workbench.evaluate.request import EvalRequest, Executor, Language, Progress
 from workbench.session.events import Candidate, Evaluation, Event, SessionEnd, SessionStart
 from workbench.session.listings import carry
 from workbench.session.log import SessionWriter
+from workbench.tasks import get_target
 from workbench.tui.drivers.base import Driver, Sink
 
 
@@ -170,7 +171,7 @@ class AuthorDriver(Driver):
 
         request = EvalRequest(
             task=self.task,
-            target=self.target,  # type: ignore[arg-type]
+            target=get_target(self.target).name,
             source=source,
             workload=self.workload,
             language=self.language,
