@@ -72,6 +72,7 @@ def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
         "#include <cuda/ptx>\n#include <cuda/std/cstdint>\n#include <nv/target>\n",
         "#include <tvm/ffi/function.h>\n#include <dlpack/dlpack.h>\n#include <vector>\n#include <stdint.h>\n",
         "#include <mma.h>\n#include <cudaTypedefs.h>\n#include <cstdio>\n",
+        "#include <crt/host_defines.h>\n#include <texture_fetch_functions.h>\n#include <curand_kernel.h>\n",
         "// #include <cublas_v2.h>\n/* cudnnConvolutionForward(\n cutlass::gemm */ int x;\n",
         'printf("ok\\n"); // dlopen("libcublas.so")\n',
         "int big = 1'000'000; char c = 'x'; const char* s = \"a /* not a comment */ b\";\n",

@@ -67,6 +67,12 @@ _CUDA_HEADERS = frozenset(
         "surface_types.h",
         "texture_types.h",
         "cuda_texture_types.h",
+        "texture_fetch_functions.h",
+        "surface_functions.h",
+        "crt/host_defines.h",
+        # cuRAND's device API is header-only (no library kernels); a host call into libcurand is the link
+        # policy's to refuse.
+        "curand_kernel.h",
     }
 )
 _ALLOWED_PREFIXES = ("cooperative_groups/", "cuda/", "nv/", "tvm/ffi/", "dlpack/")
