@@ -103,6 +103,14 @@ GLIBC_ALLOWED = frozenset(
         "__cxa_thread_atexit_impl",
         "__errno_location",
         "strerror",
+        "perror",
+        "strtok",
+        "strtok_r",
+        "strdup",
+        "strndup",
+        "sscanf",
+        "vsscanf",
+        "malloc_usable_size",
         "qsort",
         "bsearch",
         "abs",
@@ -245,6 +253,10 @@ class Denial:
 
 
 def _glibc_denial(name: str) -> tuple[Refusal, str, str] | None:
+    # Newer glibc binds strtol and sscanf to their C99/C23 twins (__isoc23_strtol), and -ffast-math host
+    # code binds math to its finite-only twins (__expf_finite): the same functions by other names.
+    name = re.sub(r"^__isoc(99|23)_", "", name)
+    name = re.sub(r"^__(\w+)_finite$", r"\1", name)
     if name in GLIBC_ALLOWED or _MATH.match(name):
         return None
     for names, refusal, why, instead in _GLIBC_DENIED:
