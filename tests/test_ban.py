@@ -77,10 +77,31 @@ def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
         'printf("ok\\n"); // dlopen("libcublas.so")\n',
         "int big = 1'000'000; char c = 'x'; const char* s = \"a /* not a comment */ b\";\n",
         "float cuteness = 1.0f;  // cublas, cute::\n",
+        # Prose and the user's own names that only mention a library: honest messages and helpers.
+        'printf("slower than cuBLAS\\n"); const char* note = "layout as in cuDNN";\n',
+        'TVM_FFI_ICHECK(ok) << "cuBLAS-like tiling"; static const char* k = "gemm_cublas_compatible";\n',
+        "int cutlass_style_swizzle(int x);\nnamespace cutlass_like { int y; }\nauto cublas_like = 1;\n",
     ],
 )
 def test_allowed(source: str) -> None:
     assert scan(source) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "rule"),
+    [
+        ('extern "C" int cublasCreate_v2(void**);\n', "cublas"),
+        ("cublasHandle_t handle;\n", "cublas"),
+        ("int op = CUBLAS_OP_T;\n", "cublas"),
+        ("int v = cudnnGetVersion();\n", "cudnn"),
+        ("namespace cutlass { }\n", "cutlass"),
+        ('const char* name = "cudnnConvolutionForward";\n', "library_name"),
+        ('int gemm(int) __asm__("cublasSgemm_v2");\n', "library_name"),
+        ('const char* file = "libcublas";\n', "library_name"),
+    ],
+)
+def test_the_libraries_own_names_stay_refused(source: str, rule: str) -> None:
+    assert [f.rule for f in scan(source)] == [rule]
 
 
 def test_comment_markers_inside_strings_do_not_hide_code() -> None:

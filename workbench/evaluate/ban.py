@@ -178,11 +178,25 @@ _LIBRARY_HEADERS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
 )
 
+# The libraries' own names: their API's camelCase functions and types (cublasCreate_v2, cublasLtMatmul,
+# cudnnHandle_t) and upper-case macros and enums (CUBLAS_OP_T, CUDNN_STATUS_SUCCESS, CUTLASS_DEVICE), and
+# CUTLASS's namespace. A name of the user's own that only mentions one (cutlass_style_swizzle, cublas_like)
+# is not theirs; a call into the library still has to be imported, which the link policy refuses.
+_VENDOR_API = r"\b(?:cublas(?:Lt)?|cudnn)[A-Z]\w*|\b(?:CUBLAS(?:LT)?|CUDNN)_[A-Z0-9]\w*"
+
 # (rule, pattern over code with comments and strings blanked, why)
 _CODE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("cublas", re.compile(r"\bcublas\w*", re.IGNORECASE), "cuBLAS/cuBLASLt is not allowed"),
-    ("cudnn", re.compile(r"\bcudnn\w*", re.IGNORECASE), "cuDNN is not allowed"),
-    ("cutlass", re.compile(r"\bcutlass\w*", re.IGNORECASE), "CUTLASS is not allowed"),
+    (
+        "cublas",
+        re.compile(r"\bcublas(?:Lt)?[A-Z]\w*|\bCUBLAS(?:LT)?_[A-Z0-9]\w*"),
+        "cuBLAS/cuBLASLt is not allowed",
+    ),
+    ("cudnn", re.compile(r"\bcudnn[A-Z]\w*|\bCUDNN_[A-Z0-9]\w*"), "cuDNN is not allowed"),
+    (
+        "cutlass",
+        re.compile(r"\bcutlass\s*::|\bnamespace\s+cutlass\b|\bCUTLASS_[A-Z0-9]\w*"),
+        "CUTLASS is not allowed",
+    ),
     ("cutlass", re.compile(r"\bcute\s*::|\bnamespace\s+cute\b"), "CuTe is not allowed"),
     ("cub_thrust", re.compile(r"\b(cub|thrust)\s*::"), "CUB/Thrust kernels are not allowed"),
     (
@@ -213,7 +227,13 @@ _INSTEAD: dict[str, str] = {
 
 # (rule, pattern over the contents of a string literal, why)
 _STRING_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("library_name", re.compile(r"cublas|cudnn|cutlass", re.IGNORECASE), "a vendor library name in a string"),
+    # A symbol to look up by name (dlsym's argument) or a library's file name; prose ("slower than
+    # cuBLAS") is neither.
+    (
+        "library_name",
+        re.compile(_VENDOR_API + r"|\blib(?:cublas|cudnn)"),
+        "a vendor library's symbol or file name in a string",
+    ),
     ("library_name", re.compile(r"\blib[\w+-]*\.so\b|\.so\.\d"), "a shared library name in a string"),
 )
 
