@@ -182,16 +182,13 @@ _LIBRARY_HEADERS: tuple[tuple[str, re.Pattern[str], str], ...] = (
 # cudnnHandle_t) and upper-case macros and enums (CUBLAS_OP_T, CUDNN_STATUS_SUCCESS, CUTLASS_DEVICE), and
 # CUTLASS's namespace. A name of the user's own that only mentions one (cutlass_style_swizzle, cublas_like)
 # is not theirs; a call into the library still has to be imported, which the link policy refuses.
-_VENDOR_API = r"\b(?:cublas(?:Lt)?|cudnn)[A-Z]\w*|\b(?:CUBLAS(?:LT)?|CUDNN)_[A-Z0-9]\w*"
+_CUBLAS_API = r"\bcublas(?:Lt)?[A-Z]\w*|\bCUBLAS(?:LT)?_[A-Z0-9]\w*"
+_CUDNN_API = r"\bcudnn[A-Z]\w*|\bCUDNN_[A-Z0-9]\w*"
 
 # (rule, pattern over code with comments and strings blanked, why)
 _CODE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    (
-        "cublas",
-        re.compile(r"\bcublas(?:Lt)?[A-Z]\w*|\bCUBLAS(?:LT)?_[A-Z0-9]\w*"),
-        "cuBLAS/cuBLASLt is not allowed",
-    ),
-    ("cudnn", re.compile(r"\bcudnn[A-Z]\w*|\bCUDNN_[A-Z0-9]\w*"), "cuDNN is not allowed"),
+    ("cublas", re.compile(_CUBLAS_API), "cuBLAS/cuBLASLt is not allowed"),
+    ("cudnn", re.compile(_CUDNN_API), "cuDNN is not allowed"),
     (
         "cutlass",
         re.compile(r"\bcutlass\s*::|\bnamespace\s+cutlass\b|\bCUTLASS_[A-Z0-9]\w*"),
@@ -231,7 +228,7 @@ _STRING_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     # cuBLAS") is neither.
     (
         "library_name",
-        re.compile(_VENDOR_API + r"|\blib(?:cublas|cudnn)"),
+        re.compile(f"{_CUBLAS_API}|{_CUDNN_API}|" + r"\blib(?:cublas|cudnn)"),
         "a vendor library's symbol or file name in a string",
     ),
     ("library_name", re.compile(r"\blib[\w+-]*\.so\b|\.so\.\d"), "a shared library name in a string"),
