@@ -4,6 +4,7 @@
 #   files       the GPU tests of $TEST_FILES (e.g. tests/gpu/test_gpu_triton.py), into gpu_files.log
 #   costs       benchmarks/integrity_costs.py (references: stage costs, speedups against 2026-11-29)
 #   pm          benchmarks/pm_sampling_probe.py (can tensor work be counted in the timed process?)
+#   signature   benchmarks/tensor_signature_probe.py (which sampled counters tell wgmma from mma.sync, per call)
 #   sessions    the shipped sessions recorded again (scripted models under references/scripts/)
 # Run from the checkout root after installing the GPU wheels (see shared/tools/device-wheels).
 set -u
@@ -34,6 +35,10 @@ for step in "$@"; do
         --turns 2 --target-speedup 5 --executor local --headless --out "$out/mha_with_lse_d128_causal_fix_h200.jsonl" >>"$out/sessions.log" 2>&1
       echo "attention exit $?" | tee -a "$out/summary.log"
       tail -12 "$out/sessions.log" | tee -a "$out/summary.log" ;;
+    signature)
+      timeout "${SIGNATURE_S:-150}" python3 benchmarks/tensor_signature_probe.py >"$out/tensor_signature.log" 2>&1
+      echo "signature probe exit $?" | tee -a "$out/summary.log"
+      tail -60 "$out/tensor_signature.log" | tee -a "$out/summary.log" ;;
     pm)
       timeout 120 python3 benchmarks/pm_sampling_probe.py >"$out/pm_sampling.log" 2>&1
       echo "pm probe exit $?" | tee -a "$out/summary.log"
