@@ -1,14 +1,14 @@
-"""Which in-process counters tell a wgmma path from an mma.sync path on the calls that were timed?
+"""Which in-process counters tie the timed calls to the profiled one, and tell a wgmma path from mma.sync?
 
 CUPTI's PM sampling reads hardware counters while kernels run, with no replay and no serialisation, so
-a kernel cannot tell a sampled call from any other. This probe answers, on the GPU host, with
-cupti-python installed (`python benchmarks/tensor_signature_probe.py`):
-
-1. which single-pass metric sets the chip offers and which tensor/gmma metrics can be sampled alone;
-2. per call, what each such metric reads for an HGMMA kernel (cuBLAS bf16 on Hopper), an HMMA kernel
-   (Triton `tl.dot` with two warps, which Triton lowers to mma.sync) and a SIMT kernel (fp32 without
-   TF32), how repeatable it is call to call, and its ratio to the call's 2·M·N·K;
-3. what sampling costs the sampled kernel (median time with and without, events, same run).
+a kernel cannot tell a sampled call from any other. The first run of this probe (2026-12-03) found that
+on GH100 the tensor-instruction counts and the gmma stall count cannot be sampled, while the
+TriageCompute single-pass set can: tensor-pipe active cycles, instructions executed (all, FMA, uniform)
+and predicate-true thread instructions. This run samples that set around single calls of an HGMMA
+kernel (cuBLAS bf16), Triton's `tl.dot` with four warps and with two (mma.sync), and an fp32 SIMT GEMM,
+all of the same 2·M·N·K: per call, its repeatability, its ratio to the same metric Nsight Compute
+reports for one call of the same kernel, and what sampling costs the sampled kernel.
+`python benchmarks/tensor_signature_probe.py` on the GPU host, with cupti-python installed.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import torch
 import triton
 import triton.language as tl
 
-WANTED = ("tensor", "gmma", "hmma", "imma", "inst_executed")
 M, N, K = 4096, 4096, 4096
 
 
@@ -50,8 +49,12 @@ def _kernels() -> dict[str, Callable[[], object]]:
     def triton_two_warps() -> object:
         return _mma_sync_gemm[(M // 64, N // 64)](a, b, c, M, N, K, BM=64, BN=64, BK=32, num_warps=2)
 
+    def triton_four_warps() -> object:
+        return _mma_sync_gemm[(M // 64, N // 64)](a, b, c, M, N, K, BM=64, BN=64, BK=32, num_warps=4)
+
     return {
         "cublas_bf16_hgmma": lambda: torch.matmul(a, b.T),
+        "triton_4warps": triton_four_warps,
         "triton_2warps_hmma": triton_two_warps,
         "cublas_fp32_simt": lambda: torch.matmul(af, bf.T),
     }
@@ -69,77 +72,134 @@ def _timed(fn: Callable[[], object], calls: int) -> float:
     return statistics.median(times)
 
 
+PM_METRICS = (
+    "TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime.sum",
+    "TPC.TriageCompute.sm__inst_executed_realtime.sum",
+    "TPC.TriageCompute.sm__inst_executed_pipe_fma_realtime.sum",
+    "SM_A.TriageCompute.sm__inst_executed_pipe_uniform_realtime.sum",
+    "SM_A.TriageCompute.sm__thread_inst_executed_pred_on_realtime.sum",
+)
+NCU_METRICS = (
+    "sm__pipe_tensor_cycles_active.sum",
+    "sm__inst_executed.sum",
+    "sm__inst_executed_pipe_fma.sum",
+    "sm__inst_executed_pipe_uniform.sum",
+    "sm__thread_inst_executed_pred_on.sum",
+    "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum",
+    "gpu__time_duration.sum",
+)
+
+
+def _ncu(label: str) -> dict[str, float]:
+    """The same kernel once under Nsight Compute: its metrics summed over the kernels of the call."""
+    import csv
+    import io
+    import shutil
+    import subprocess
+
+    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    done = subprocess.run(
+        [
+            ncu,
+            "--clock-control",
+            "none",
+            "--profile-from-start",
+            "off",
+            "--csv",
+            "--page",
+            "raw",
+            "--print-units",
+            "base",
+            "--metrics",
+            ",".join(NCU_METRICS),
+            sys.executable,
+            __file__,
+            "--once",
+            label,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    rows = [line for line in done.stdout.splitlines() if line.startswith('"')]
+    totals: dict[str, float] = {}
+    if not rows:
+        print("ncu gave nothing:", done.stdout[-300:], done.stderr[-300:])
+        return totals
+    table = list(csv.DictReader(io.StringIO("\n".join(rows))))
+    for row in table[1:] if table and not table[0].get("ID", "0").isdigit() else table:
+        for metric in NCU_METRICS:
+            value = (row.get(metric) or "").replace(",", "")
+            try:
+                totals[metric] = totals.get(metric, 0.0) + float(value)
+            except ValueError:
+                pass
+    return totals
+
+
+def _once(label: str) -> int:
+    kernels = _kernels()
+    fn = kernels[label]
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    return 0
+
+
 def main() -> int:
-    from cupti import pm_sampling, profiler_host
+    if len(sys.argv) == 3 and sys.argv[1] == "--once":
+        return _once(sys.argv[2])
+    from cupti import pm_sampling
 
     torch.cuda.init()
     torch.zeros(1, device="cuda")
-    collector = pm_sampling.Collector(0)
-    collector.enable()
-    chip = collector._chip_name
-    assert chip is not None
-    print("chip", chip)
-    sets = profiler_host.get_single_pass_sets(chip)
-    print("single-pass sets:", sets)
-    for name in sets:
-        members = profiler_host.get_metrics_in_single_pass_set(chip, name)
-        hits = [m for m in members if any(w in m for w in WANTED)]
-        print(f"  set {name}: {len(members)} metrics; tensor/inst ones: {hits}")
-    host = profiler_host.ProfilerHost(chip, profiler_host.ProfilerType.PM_SAMPLING)
-    host.initialize()
-    names = host.get_base_metrics(profiler_host.MetricType.COUNTER)
-    candidates = [f"{n}.sum" for n in names if any(w in n for w in WANTED)]
-    print("counter candidates:", len(candidates))
     kernels = _kernels()
     for fn in kernels.values():
         fn()
     torch.cuda.synchronize()
+    collector = pm_sampling.Collector(0)
+    collector.enable()
+    collector.configure(
+        metrics=list(PM_METRICS), sampling_interval=20_000, single_pass_metric_set_name="TriageCompute"
+    )
     flops = 2.0 * M * N * K
-    alone: list[str] = []
-    for metric in candidates:
-        try:
-            collector.configure(metrics=[metric], sampling_interval=20_000)
-            alone.append(metric)
-        except Exception as exc:  # noqa: BLE001 - a probe: report and go on
-            print("  not alone:", metric, str(exc)[:80])
-    print("sampleable alone:", alone)
-    for metric in alone:
-        collector.configure(metrics=[metric], sampling_interval=20_000)
-        row = []
-        for label, fn in kernels.items():
-            per_call = []
-            for _ in range(3):
-                torch.cuda.synchronize()
-                collector.start()
-                fn()
-                torch.cuda.synchronize()
-                collector.stop()
-                data = collector.decode()
-                per_call.append(sum(s.metric_values[0] for s in data))
-            spread = (max(per_call) - min(per_call)) / max(abs(statistics.mean(per_call)), 1e-30)
-            row.append(
-                f"{label}={statistics.mean(per_call):.4g} (/flop {statistics.mean(per_call) / flops:.3g}, spread {spread:.2%})"
-            )
-        print(" ", metric, "|", " | ".join(row))
-    # Pairs of the gmma-specific ones with the tensor-instruction count: can they share one pass?
-    pairs = [(x, y) for x in alone for y in alone if x < y and ("gmma" in x or "gmma" in y)]
-    for pair in pairs[:30]:
-        try:
-            collector.configure(metrics=list(pair), sampling_interval=20_000)
-            print("  pair ok:", pair)
-        except Exception as exc:  # noqa: BLE001 - a probe: report and go on
-            print("  pair not in one pass:", pair, str(exc)[:60])
-    # Cost of sampling to the sampled kernel.
-    if alone:
-        collector.configure(metrics=alone[:1], sampling_interval=20_000)
-        for label, fn in kernels.items():
-            off = _timed(fn, 30)
+    sampled: dict[str, list[list[float]]] = {}
+    for label, fn in kernels.items():
+        calls = []
+        for _ in range(6):
+            torch.cuda.synchronize()
             collector.start()
-            on = _timed(fn, 30)
+            fn()
+            torch.cuda.synchronize()
             collector.stop()
-            collector.decode()
-            print(f"cost {label}: off {off:.4f} ms, on {on:.4f} ms, ratio {on / off:.4f}")
+            data = collector.decode()
+            calls.append([sum(s.metric_values[i] for s in data) for i in range(len(PM_METRICS))])
+        sampled[label] = calls
+        print(f"== {label} (2MNK {flops:.4g})")
+        for index, metric in enumerate(PM_METRICS):
+            values = [call[index] for call in calls]
+            mean = statistics.mean(values)
+            spread = (max(values) - min(values)) / max(abs(mean), 1e-30)
+            print(f"  pm  {metric}: mean {mean:.6g} spread {spread:.3%} per-flop {mean / flops:.4g}")
+    for label, fn in kernels.items():
+        off = _timed(fn, 20)
+        collector.start()
+        on = _timed(fn, 20)
+        collector.stop()
+        collector.decode()
+        print(f"cost {label}: off {off:.4f} ms, on {on:.4f} ms, ratio {on / off:.4f}")
     collector.disable()
+    for label in kernels:
+        totals = _ncu(label)
+        print(f"== ncu {label}: {totals}")
+        pm = [statistics.mean(call[i] for call in sampled[label]) for i in range(len(PM_METRICS))]
+        for index, metric in enumerate(NCU_METRICS[: len(PM_METRICS)]):
+            if totals.get(metric):
+                print(f"  pm/ncu {metric}: {pm[index] / totals[metric]:.4f}")
     return 0
 
 
