@@ -94,9 +94,12 @@ def main() -> None:
         log.flush()
 
     # A copy of the checkout on a GPU host may carry a stale .git: the caller can name the commit.
-    sha = os.environ.get("PTXWB_GIT_SHA") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
+    sha = (
+        os.environ.get("PTXWB_GIT_SHA")
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip()
+    )
     gpu = gpu_name()
     say(f"# bench_h200_sweep: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, git {sha or '?'}, "
         f"{gpu}")  # fmt: skip
@@ -139,7 +142,9 @@ def main() -> None:
             "sweep counts only what it ran now)")  # fmt: skip
     if args.with_ray and all(seconds for _, seconds in totals.values()):
         plain, ray = (totals[suffix][0] / totals[suffix][1] for suffix in ("", "_ray"))
-        say(f"Ray's throughput over the plain sweep's: {ray / plain:.3f} (overhead {100 * (1 - ray / plain):.1f} %)")
+        say(
+            f"Ray's throughput over the plain sweep's: {ray / plain:.3f} (overhead {100 * (1 - ray / plain):.1f} %)"
+        )
     report = subprocess.run(
         [*PTXWB, "bench", "report", *folders, "--turns", "1,2,4", "--md", str(out / "report.md"),
          "--html", str(out / "report.html"), "--json", str(out / "cells.json"), "--title", "H200 sweep"],

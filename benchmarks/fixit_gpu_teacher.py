@@ -52,9 +52,12 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="fixit_gpu_"))
     work.mkdir(parents=True, exist_ok=True)
     # A copy of the checkout on a GPU host may carry a stale .git: the caller can name the commit.
-    sha = os.environ.get("PTXWB_GIT_SHA") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    sha = (
+        os.environ.get("PTXWB_GIT_SHA")
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    )
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     print(f"# benchmarks/fixit_gpu_teacher.py on {args.machine}, {stamp}, git {sha or '?'}")
     unfixed, teacher = prepare(work)

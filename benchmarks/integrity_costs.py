@@ -90,10 +90,10 @@ async def evaluate_all(cache: Path, only: str | None, pause_s: float) -> dict:
 
 async def dynamic_alone(cache: Path) -> list[dict]:
     """The dynamic tier by itself at the smallest and at the headline workload of two references."""
-    from workbench.evaluate.build import compile_source
-    from workbench.evaluate.gpu_spec import gpu_spec, smallest_workload
-    from workbench.evaluate.kernel_names import module_kernels
-    from workbench.evaluate.worker import worker_argv
+    from workbench.evaluate.build.nvcc import compile_source
+    from workbench.evaluate.gpu.kernel_names import module_kernels
+    from workbench.evaluate.gpu.worker import worker_argv
+    from workbench.evaluate.gpu_spec import gpu_spec
     from workbench.evaluate.worker_client import WorkerClient
     from workbench.tasks import Catalogue, get_target
 
@@ -106,7 +106,7 @@ async def dynamic_alone(cache: Path) -> list[dict]:
             task = catalogue.get(task_name)
             built = await compile_source((ROOT / REFERENCES[task_name]).read_text(), target, 600, cache)
             kernels = module_kernels(built.library_path)
-            for label, workload in (("smallest", smallest_workload(task)), ("timed", task.workload(None))):
+            for label, workload in (("smallest", task.smallest_workload()), ("timed", task.workload(None))):
                 spec = gpu_spec(task, workload, target, catalogue)
                 started = time.perf_counter()
                 reply = await client.evaluate_library(built.library_path, spec, kernels, stages=["dynamic"])
@@ -181,9 +181,13 @@ def main() -> None:
             print(f"outside the stages: {entry['task']} {entry['phases_s']}")
     for entry in report["evaluations"]:
         if not entry["sanitize"]:
-            print(f"gate off: {entry['task']} beyond-build {entry['beyond_build_s']:.2f} s {entry['stages_s']}")
+            print(
+                f"gate off: {entry['task']} beyond-build {entry['beyond_build_s']:.2f} s {entry['stages_s']}"
+            )
     for entry in report["dynamic_alone"]:
-        print(f"dynamic alone: {entry['task']} {entry['workload']} {entry['axes']} {entry['dynamic_s']:.2f} s")
+        print(
+            f"dynamic alone: {entry['task']} {entry['workload']} {entry['axes']} {entry['dynamic_s']:.2f} s"
+        )
 
 
 if __name__ == "__main__":

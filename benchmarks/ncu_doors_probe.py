@@ -18,8 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from workbench.evaluate import sandbox
-from workbench.evaluate.profile import ncu_command
+from workbench.evaluate.gpu import sandbox
+from workbench.evaluate.gpu.profile import ncu_command
 
 VARIANTS = ("none", "seccomp_no_writes", "landlock_lock_dev", "landlock_tmp_dev", "product")
 
@@ -45,7 +45,7 @@ def child(variant: str) -> None:
     if variant == "seccomp_no_writes":
         sandbox.close_doors(no_writes=True)
     if variant == "product":  # the profiled child's own doors, its TMPDIR a folder of its own
-        from workbench.evaluate.child import close_tool_doors
+        from workbench.evaluate.gpu.candidate_entry import close_tool_doors
 
         close_tool_doors("ncu")
     torch.cuda.profiler.start()
@@ -67,8 +67,14 @@ def proc_probe() -> None:
             print(f"closed: {exc}")
         return
     sandbox.not_dumpable()
-    done = subprocess.run([sys.executable, __file__, "proc", "child"], check=False, capture_output=True, text=True)
-    print("non-dumpable parent's fd 1 from a child without capabilities:", done.stdout.strip(), done.stderr[-300:])
+    done = subprocess.run(
+        [sys.executable, __file__, "proc", "child"], check=False, capture_output=True, text=True
+    )
+    print(
+        "non-dumpable parent's fd 1 from a child without capabilities:",
+        done.stdout.strip(),
+        done.stderr[-300:],
+    )
 
 
 def main() -> None:
@@ -92,12 +98,33 @@ def main() -> None:
         env = {**os.environ, "TMPDIR": scratch} if variant == "product" else None
         done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120, env=env)
         if variant == "none":  # where an unconfined profiled call wrote
-            found = subprocess.run(["find", "/tmp", "/dev/shm", "/root", "/var/tmp", "-newer", str(marker),
-                                    "-not", "-path", f"{logdir}*"], check=False, capture_output=True, text=True)
+            found = subprocess.run(
+                [
+                    "find",
+                    "/tmp",
+                    "/dev/shm",
+                    "/root",
+                    "/var/tmp",
+                    "-newer",
+                    str(marker),
+                    "-not",
+                    "-path",
+                    f"{logdir}*",
+                ],
+                check=False,
+                capture_output=True,
+                text=True,
+            )
             print("written during the unconfined run:", found.stdout.split()[:12])
         report = Path(log).read_text(errors="replace") if Path(log).exists() else ""
-        errors = [line for line in (report + done.stdout + done.stderr).splitlines() if "ERROR" in line or "Error" in line]
-        kernel = any("gemm" in line or "nvjet" in line or "Kernel" in line for line in report.splitlines()[1:])
+        errors = [
+            line
+            for line in (report + done.stdout + done.stderr).splitlines()
+            if "ERROR" in line or "Error" in line
+        ]
+        kernel = any(
+            "gemm" in line or "nvjet" in line or "Kernel" in line for line in report.splitlines()[1:]
+        )
         print(f"{variant:>32}: ncu exit {done.returncode}, kernel in report {kernel}, "
               f"{errors[0][:200] if errors else 'no error'}")  # fmt: skip
     print("lock folder now:", sorted(str(p) for p in Path("/tmp/nvidia").rglob("*"))[:6])

@@ -27,7 +27,11 @@ def main() -> None:
     host = profiler_host.ProfilerHost(chip, profiler_host.ProfilerType.PM_SAMPLING)
     host.initialize()
     offered: list[str] = []
-    for kind in (profiler_host.MetricType.COUNTER, profiler_host.MetricType.THROUGHPUT, profiler_host.MetricType.RATIO):
+    for kind in (
+        profiler_host.MetricType.COUNTER,
+        profiler_host.MetricType.THROUGHPUT,
+        profiler_host.MetricType.RATIO,
+    ):
         names = host.get_base_metrics(kind)
         hits = [n for n in names if any(w in n for w in WANTED)]
         print(kind.name, len(names), "metrics;", len(hits), "tensor ones:", hits[:40])

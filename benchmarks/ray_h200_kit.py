@@ -66,7 +66,9 @@ def trimmed_tree(wheel: Path, into: Path) -> int:
                 left_out += member.file_size
                 continue
             path = Path(archive.extract(member, into))
-            mode = member.external_attr >> 16  # zip keeps no modes for extract: the servers must stay executable
+            mode = (
+                member.external_attr >> 16
+            )  # zip keeps no modes for extract: the servers must stay executable
             if mode:
                 path.chmod(mode & 0o777)
     return left_out

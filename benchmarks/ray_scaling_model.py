@@ -34,7 +34,9 @@ def sweep_hours(gpus: int, gpu_s: float, cache_hit: float = 0.0) -> float:
 
 
 def main() -> None:
-    print(f"{EVALUATIONS} evaluations of the headline GEMM; builds {BUILD_S} s on one core, {CORES_PER_GPU} cores a GPU")
+    print(
+        f"{EVALUATIONS} evaluations of the headline GEMM; builds {BUILD_S} s on one core, {CORES_PER_GPU} cores a GPU"
+    )
     for label, gpu_s in GPU_S.items():
         print(f"\nGPU time per evaluation: {label}")
         print("GPUs  evaluations/hour  per GPU  efficiency vs 1 GPU  bound by")

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workbench.evaluate.build import LIBRARY_NAME, SOURCE_NAME, build_toolchain, nvcc_command
+from workbench.evaluate.build.nvcc import LIBRARY_NAME, SOURCE_NAME, build_toolchain, nvcc_command
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import EvalRequest
 from workbench.tasks import get_target

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from workbench.agent.items import TextDelta
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.result import (
     BuildStage,
     EvalResult,
@@ -30,7 +31,6 @@ from workbench.evaluate.result import (
     TimingStage,
     TimingStats,
 )
-from workbench.evaluate.toolchain import find_tool
 from workbench.session.events import Candidate, Evaluation, Event, Message, SessionEnd, SessionStart
 from workbench.session.log import SessionWriter, read_session
 from workbench.tui.app import WorkbenchApp

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench.evaluate.build import build
+from workbench.evaluate.build.nvcc import build
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.result import BuildStage
-from workbench.evaluate.toolchain import find_tool
 from workbench.tasks import get_target
 
 KERNELS = Path(__file__).parent / "data" / "kernels"

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from workbench.evaluate.worker import Worker
+from workbench.evaluate.gpu.worker import Worker
 
 HOSTILE = Path(__file__).parent / "hostile"
 

@@ -109,7 +109,7 @@ def harness_dir(target: str, pattern: str, out_dir: Path, mutant: bool = False) 
 
 
 def harness_command(target: str, harness: Path, include: Path, exe: Path, *extra: str) -> list[str]:
-    from workbench.evaluate.toolchain import find_tool
+    from workbench.evaluate.gpu.toolchain import find_tool
     from workbench.tasks.targets import get_target
 
     return [

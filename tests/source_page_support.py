@@ -12,8 +12,8 @@ import io
 import re
 from collections.abc import Callable, Sequence
 
+from workbench.evaluate.gpu.source_counters import parse_source_page, stored
 from workbench.evaluate.result import InstructionCounts
-from workbench.evaluate.source_counters import parse_source_page, stored
 
 # The probe's header, as far as the log kept it, and two of the columns after it.
 COLUMNS = [

@@ -10,7 +10,7 @@ import pytest
 
 from workbench.agent.extract import extract_kernel
 from workbench.agent.prompts import template
-from workbench.evaluate.abi import check_abi, exported_parameters
+from workbench.evaluate.build.abi import check_abi, exported_parameters
 from workbench.evaluate.solution import read_candidate
 from workbench.tasks import resolve_task
 

@@ -12,7 +12,7 @@ from build_support import session_cache
 from workbench.agent import prompts
 from workbench.agent.config import AgentConfig
 from workbench.agent.extract import extract_kernel
-from workbench.evaluate.build import build
+from workbench.evaluate.build.nvcc import build
 from workbench.evaluate.result import Status
 from workbench.knowledge import load_pack
 from workbench.session import Message, read_session

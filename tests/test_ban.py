@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench.evaluate.ban import scan
+from workbench.evaluate.build.ban import scan
 
 KERNELS = Path(__file__).parent / "data" / "kernels"
 

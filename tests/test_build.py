@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.build_support import KERNELS, build_kernel, needs_nvcc, session_cache
-from workbench.evaluate.build import build, compile_source, first_errors, parse_ptxas
-from workbench.evaluate.link_policy import import_allowed
+from workbench.evaluate.build.link_policy import import_allowed
+from workbench.evaluate.build.nvcc import build, compile_source, first_errors, parse_ptxas
 from workbench.evaluate.render import short_kernel
 from workbench.evaluate.result import Status
 from workbench.tasks import get_target
@@ -193,7 +193,10 @@ def test_hidden_vendor_symbol_is_caught_at_the_link(cache: Path) -> None:
         ("getenv@GLIBC_2.2.5", False),
         ("environ@GLIBC_2.2.5", False),
         ("pthread_create@GLIBC_2.34", False),
-        ("_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_deleteIS1_EEPFvvE@GLIBCXX_3.4.22", False),
+        (
+            "_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_deleteIS1_EEPFvvE@GLIBCXX_3.4.22",
+            False,
+        ),
         ("_ZNSt13basic_filebufIcSt11char_traitsIcEE4openEPKcSt13_Ios_Openmode@GLIBCXX_3.4", False),
         ("cudaGetExportTable@libcudart.so.13", False),
         ("cuProfilerStop", False),

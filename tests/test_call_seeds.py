@@ -8,14 +8,16 @@ import sys
 from itertools import pairwise
 from pathlib import Path
 
-from workbench.evaluate.call_seeds import SECRET_BITS, call_seed, new_secret
+from workbench.evaluate.gpu.call_seeds import SECRET_BITS, call_seed, new_secret
 
 PTXWB = Path(sys.executable).parent / "ptxwb"
 
 
 def test_a_secret_replays_every_calls_seed_and_another_secret_shares_none() -> None:
     secret, other = new_secret(), new_secret()
-    roles = [(role, n) for role in ("setup", "same", "fresh", "timed", "profile", "memcheck") for n in range(50)]
+    roles = [
+        (role, n) for role in ("setup", "same", "fresh", "timed", "profile", "memcheck") for n in range(50)
+    ]
     seeds = [call_seed(secret, role, n) for role, n in roles]
     assert seeds == [call_seed(secret, role, n) for role, n in roles]
     assert len(set(seeds)) == len(seeds)

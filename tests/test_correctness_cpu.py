@@ -8,14 +8,14 @@ import math
 import pytest
 import torch
 
-from workbench.evaluate.correctness import changed_inputs, compare_output, unravel
-from workbench.evaluate.gpu_spec import gpu_spec, smallest_workload
+from workbench.evaluate.gpu.correctness import changed_inputs, compare_output, unravel
+from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.tasks import Catalogue, get_target
 
 
 def cpu_gemm_spec() -> dict:
     task = Catalogue.load().get("gemm_n128_k2048")
-    spec = gpu_spec(task, smallest_workload(task), get_target("hopper"))
+    spec = gpu_spec(task, task.smallest_workload(), get_target("hopper"))
     spec["device"] = "cpu"
     return spec
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from workbench.evaluate.exchange import ExchangeError, Exporter, Importer
+from workbench.evaluate.gpu.exchange import ExchangeError, Exporter, Importer
 
 
 def test_an_exported_tensor_reaches_the_judge_exactly() -> None:

@@ -8,16 +8,16 @@ import ctypes
 import sys
 import types
 
-from workbench.evaluate.fingerprint import changes, fingerprint
+from workbench.evaluate.gpu.fingerprint import changes, fingerprint
 
-SOURCE = '''
+SOURCE = """
 def judge(x):
     return x + 1
 
 class Trace:
     def collect(self):
         return "records"
-'''
+"""
 
 
 def module() -> types.ModuleType:

@@ -10,11 +10,11 @@ import pytest
 
 from tests.build_support import needs_nvcc, session_cache
 from tests.honest_support import CUDA, TASK, TRITON, target_of
-from workbench.evaluate.ban import scan
+from workbench.evaluate.build.ban import scan
+from workbench.evaluate.build.triton_ban import scan as triton_scan
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult, Status
-from workbench.evaluate.triton_ban import scan as triton_scan
 
 
 def test_the_corpus_is_large_and_each_kernel_says_what_it_exercises() -> None:
@@ -45,7 +45,9 @@ def _evaluate(path: Path, cache: Path) -> EvalResult:
 
 @needs_nvcc
 @pytest.mark.parametrize("path", CUDA + TRITON, ids=lambda p: p.name)
-def test_each_kernel_builds_and_passes_the_static_tier(path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_each_kernel_builds_and_passes_the_static_tier(
+    path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     result = _evaluate(path, session_cache(tmp_path_factory))
     build, static = result.stages.build, result.stages.static
     assert build.status == Status.passed, f"{build.status}: {build.message} {build.errors[:3]}"

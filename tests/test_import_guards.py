@@ -14,15 +14,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbench.evaluate import worker as worker_module
+from workbench.evaluate.gpu import worker as worker_module
 
-ROOT = Path(worker_module.__file__).resolve().parents[2]
+ROOT = Path(worker_module.__file__).resolve().parents[3]
 GPU_SIDE = (
-    "workbench.evaluate.worker",
-    "workbench.evaluate.runner",
-    "workbench.evaluate.child",
-    "workbench.evaluate.judge",
-    "workbench.evaluate.tool_process",
+    "workbench.evaluate.gpu.worker",
+    "workbench.evaluate.gpu.runner",
+    "workbench.evaluate.gpu.candidate_entry",
+    "workbench.evaluate.gpu.judge",
+    "workbench.evaluate.gpu.tool_process",
 )
 BUILD_HOST_DOOR = "workbench.evaluate.remote_build"
 FORBIDDEN = ("pydantic", "typer", "rich", "textual", "litellm", "click", "workbench.tasks")
@@ -55,7 +55,9 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def _closure(roots: tuple[str, ...], stop: frozenset[str] = frozenset()) -> tuple[set[str], dict[str, set[str]]]:
+def _closure(
+    roots: tuple[str, ...], stop: frozenset[str] = frozenset()
+) -> tuple[set[str], dict[str, set[str]]]:
     """The package modules reachable from `roots` and, per outside package, which of them import it."""
     seen: set[str] = set()
     outside: dict[str, set[str]] = {}
@@ -79,7 +81,7 @@ def _closure(roots: tuple[str, ...], stop: frozenset[str] = frozenset()) -> tupl
 
 def test_nothing_the_gpu_side_can_reach_imports_the_host_stack() -> None:
     modules, outside = _closure(GPU_SIDE, frozenset({BUILD_HOST_DOOR}))
-    assert "workbench.evaluate.worker" in modules and "workbench.evaluate.sandbox" in modules
+    assert "workbench.evaluate.gpu.worker" in modules and "workbench.evaluate.gpu.sandbox" in modules
     reached = {name: sorted(outside[name]) for name in FORBIDDEN if name in outside}
     reached.update({m: ["(a package module)"] for m in modules if m.startswith("workbench.tasks")})
     assert reached == {}
@@ -89,7 +91,7 @@ def test_nothing_the_gpu_side_can_reach_imports_the_host_stack() -> None:
 def test_the_build_host_door_is_the_only_way_to_the_build_stack() -> None:
     _, outside = _closure(GPU_SIDE)
     assert "pydantic" in outside  # through remote_build alone, as the first test shows by stopping there
-    worker_text = (ROOT / "workbench" / "evaluate" / "worker.py").read_text()
+    worker_text = (ROOT / "workbench" / "evaluate" / "gpu" / "worker.py").read_text()
     assert worker_text.count(f"from {BUILD_HOST_DOOR} import") == 1
 
 
@@ -101,7 +103,9 @@ def test_a_fresh_interpreter_importing_the_gpu_side_loads_none_of_the_host_stack
         f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r} or m.startswith('workbench.tasks'))\n"
         "print(','.join(bad))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=300
+    )
     assert done.stdout.strip() == ""
 
 

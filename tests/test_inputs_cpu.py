@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from workbench.evaluate.gpu_spec import gpu_spec, smallest_workload
-from workbench.evaluate.inputs import compile_reference, make_inputs, make_outputs, run_reference
+from workbench.evaluate.gpu.inputs import compile_reference, make_inputs, make_outputs, run_reference
+from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.tasks import Catalogue, get_target
 
 SMALL_ATTENTION = {"B": 2, "H": 3, "S": 32, "D": 64}
@@ -14,7 +14,7 @@ SMALL_ATTENTION = {"B": 2, "H": 3, "S": 32, "D": 64}
 def spec_for(name: str, axes: dict[str, int] | None = None) -> dict:
     catalogue = Catalogue.load()
     task = catalogue.get(name)
-    spec = gpu_spec(task, smallest_workload(task), get_target("hopper"), catalogue)
+    spec = gpu_spec(task, task.smallest_workload(), get_target("hopper"), catalogue)
     spec["device"] = "cpu"
     if axes:
         spec["axes"] = dict(axes)
@@ -75,7 +75,7 @@ def test_the_spec_carries_the_smallest_workload_for_memcheck() -> None:
 
 
 def test_fresh_values_in_place_are_the_values_the_seed_draws_and_no_other_seed_does() -> None:
-    from workbench.evaluate.inputs import fill_inputs, random_inputs
+    from workbench.evaluate.gpu.inputs import fill_inputs, random_inputs
 
     spec = spec_for("mha_bwd_d128", SMALL_ATTENTION)
     drawn = make_inputs(spec, 21, "cpu")
@@ -86,5 +86,7 @@ def test_fresh_values_in_place_are_the_values_the_seed_draws_and_no_other_seed_d
     assert all(torch.equal(buffers[name], value) for name, value in zip(names, drawn, strict=True))
     assert {name: t.data_ptr() for name, t in buffers.items()} == addresses
     judge_side = random_inputs(spec, 21, "cpu")  # what the judge redraws: the random ones, bit for bit
-    assert set(judge_side) == {"Q", "K", "V", "dO"} and all(torch.equal(judge_side[n], buffers[n]) for n in judge_side)
+    assert set(judge_side) == {"Q", "K", "V", "dO"} and all(
+        torch.equal(judge_side[n], buffers[n]) for n in judge_side
+    )
     assert not torch.equal(random_inputs(spec, 22, "cpu")["Q"], buffers["Q"])

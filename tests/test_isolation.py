@@ -15,11 +15,11 @@ import time
 
 import pytest
 
-from workbench.evaluate.isolation import Child, describe_exit, first_useful_line
+from workbench.evaluate.gpu.isolation import Child, describe_exit, first_useful_line
 
 PRELUDE = """
 import ctypes, os, subprocess, sys, time
-from workbench.evaluate.isolation import ChildChannel
+from workbench.evaluate.gpu.isolation import ChildChannel
 channel = ChildChannel()
 channel.write({"type": "ready"})
 while True:

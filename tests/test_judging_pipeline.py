@@ -17,22 +17,22 @@ from pathlib import Path
 import pytest
 from cpu_pipeline import CpuWorker, build_cpu, cpu_spec
 
-from workbench.evaluate import timing as timing_module
-from workbench.evaluate.isolation import HOLD_ENV, Child
-from workbench.evaluate.link_policy import check_library
-from workbench.evaluate.sandbox import available
-from workbench.evaluate.worker import child_argv
+from workbench.evaluate.build.link_policy import check_library
+from workbench.evaluate.gpu import timing as timing_module
+from workbench.evaluate.gpu.isolation import HOLD_ENV, Child
+from workbench.evaluate.gpu.sandbox import available
+from workbench.evaluate.gpu.worker import child_argv
 
 pytestmark = pytest.mark.skipif(not available(), reason="the sandbox is built for Linux on x86-64")
 
 PAYLOADS = {
-    "patch_harness": "import workbench.evaluate.kernel_trace as k\nk._Trace.collect = lambda self: None\n",
+    "patch_harness": "import workbench.evaluate.gpu.kernel_trace as k\nk._Trace.collect = lambda self: None\n",
     "forge_reply": (
         "import os\nfd = int(os.environ['PTXWB_CHILD_FDS'].split(',')[1])\n"
         'os.write(fd, b\'{"done": true, "changed": []}\\n\')\n'
     ),
     "patch_comparison": (
-        "import workbench.evaluate.correctness as c\n"
+        "import workbench.evaluate.gpu.correctness as c\n"
         "c.compare_output = lambda name, *a: ('passed', {'name': name, 'passed': True})\n"
     ),
     "escape": (
@@ -92,7 +92,9 @@ def test_an_honest_kernel_passes_both_tiers_with_every_timed_call_read(worker, l
     assert timing["calls_checked"] == timing["iterations"] == 6
     assert len(timing["checked_calls"]) == 3 and all(t["passed"] for t in timing["checked_calls"])
     # No seed follows from another or from the workload's public one (7 here): each evaluation's are new.
-    seeds = [t["seed"] for t in stages["correctness"]["trials"]] + [t["seed"] for t in timing["checked_calls"]]
+    seeds = [t["seed"] for t in stages["correctness"]["trials"]] + [
+        t["seed"] for t in timing["checked_calls"]
+    ]
     assert len(set(seeds)) == 7 and not {6, 7, 8, 9, 10} & set(seeds)
     again = worker.evaluate(build_cpu({}, libraries), ("correctness",))
     assert not set(seeds) & {t["seed"] for t in again["stages"]["correctness"]["trials"]}
@@ -150,7 +152,10 @@ def test_one_wrong_call_among_the_timed_ones_is_caught_every_time(worker, librar
     assert stages["correctness"]["status"] == "passed"
     timing = stages["timing"]
     assert timing["status"] == "incorrect_numerical", timing["message"]
-    assert timing["message"].startswith("timed call 3 of 6") and "1 of the 6 timed calls were wrong" in timing["message"]
+    assert (
+        timing["message"].startswith("timed call 3 of 6")
+        and "1 of the 6 timed calls were wrong" in timing["message"]
+    )
     assert [t["passed"] for t in timing["checked_calls"]] == [False]
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from workbench.evaluate.build.sass import FAMILIES
+from workbench.evaluate.gpu.profile import dynamic_stage, parse_raw_csv
 from workbench.evaluate.pipeline import name_kernels
-from workbench.evaluate.profile import dynamic_stage, parse_raw_csv
 from workbench.evaluate.render import feedback_text
 from workbench.evaluate.result import DynamicStage, EvalResult, Status, TimingStage, TimingStats
-from workbench.evaluate.sass import FAMILIES
 from workbench.tui.widgets.verdict import render_verdict
 
 DATA = Path(__file__).parent / "data" / "ncu"
@@ -57,7 +57,14 @@ def test_mangled_symbols_get_readable_names_kept_with_the_result() -> None:
     result.stages.timing = TimingStage(
         status=Status.passed,
         candidate=TimingStats(
-            name="candidate", median_ms=1, p25_ms=1, p75_ms=1, min_ms=1, max_ms=1, iterations=1, kernels=[MANGLED]
+            name="candidate",
+            median_ms=1,
+            p25_ms=1,
+            p75_ms=1,
+            min_ms=1,
+            max_ms=1,
+            iterations=1,
+            kernels=[MANGLED],
         ),
     )
     name_kernels(result)

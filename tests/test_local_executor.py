@@ -12,8 +12,8 @@ import pytest
 
 from workbench.errors import UserError
 from workbench.evaluate.executors import make_executor
+from workbench.evaluate.gpu.worker import list_gpus
 from workbench.evaluate.request import EvalRequest, Progress
-from workbench.evaluate.worker import list_gpus
 
 KERNEL = Path(__file__).parent / "gpu" / "kernels" / "wgmma_gemm.cu"
 pytestmark = pytest.mark.skipif(

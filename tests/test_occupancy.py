@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.evaluate.occupancy import theoretical_occupancy
+from workbench.evaluate.gpu.occupancy import theoretical_occupancy
 
 
 def occupancy(threads: int, registers: int, static: int = 0, dynamic: int = 0, target: str = "hopper"):  # type: ignore[no-untyped-def]

@@ -13,9 +13,9 @@ import pytest
 from build_support import session_cache
 
 from tests.pack_support import GPU_DATA, extract_pattern_kernel, header_dirs
-from workbench.evaluate.build import build
+from workbench.evaluate.build.nvcc import build
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.result import Status
-from workbench.evaluate.toolchain import find_tool
 from workbench.knowledge import load_pack
 from workbench.paths import knowledge_packs_dir
 from workbench.tasks.targets import get_target

@@ -26,7 +26,7 @@ from tests.pack_support import (
     pattern_paths,
     pattern_unit,
 )
-from workbench.evaluate.toolchain import find_tool
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.knowledge import load_pack
 from workbench.paths import knowledge_packs_dir
 from workbench.tasks.targets import get_target

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.evaluate.agreement import agreement
-from workbench.evaluate.profile import (
+from workbench.evaluate.build.sass import FAMILIES
+from workbench.evaluate.gpu.agreement import agreement
+from workbench.evaluate.gpu.profile import (
     dynamic_stage,
     ncu_command,
     parse_instances,
     parse_raw_csv,
 )
+from workbench.evaluate.gpu.trace_checks import Kernel
 from workbench.evaluate.result import DynamicStage
-from workbench.evaluate.sass import FAMILIES
-from workbench.evaluate.trace_checks import Kernel
 
 DATA = Path(__file__).parent / "data" / "ncu"
 FAMILY_LISTS = {family: sorted(ops) for family, ops in FAMILIES.items()}
@@ -70,7 +70,12 @@ def test_a_decoy_whose_answer_comes_from_mma_sync_is_its_own_failure() -> None:
     # The wgmma GEMM's real profile, beside a second launch of the same call: an mma.sync m16n8k16 GEMM
     # (128 FLOPs per thread execution) that computes the answer again, counted at 32 per thread.
     (wgmma,) = launches("wgmma_gemm")
-    mma_sync = {"name": "mma_path", "opcodes": {"HMMA": 2.0 * M * N * K / 128}, "tensor_flops": 0.0, "time_ns": 1.0}
+    mma_sync = {
+        "name": "mma_path",
+        "opcodes": {"HMMA": 2.0 * M * N * K / 128},
+        "tensor_flops": 0.0,
+        "time_ns": 1.0,
+    }
     stage = dynamic_stage([wgmma, mma_sync], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper")
     assert stage["tensor_share"] == 1.0 and stage["other_work_share"] == 0.25
     assert stage["status"] == "decoy"

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from source_page_support import block, listing_kernels
 
-from workbench.evaluate.child import wait_for
-from workbench.evaluate.profile import parse_raw_csv
-from workbench.evaluate.tool_process import ProfiledProcess
-from workbench.evaluate.worker import Worker
+from workbench.evaluate.gpu.candidate_entry import wait_for
+from workbench.evaluate.gpu.profile import parse_raw_csv
+from workbench.evaluate.gpu.tool_process import ProfiledProcess
+from workbench.evaluate.gpu.worker import Worker
 
 DATA = Path(__file__).parent / "data" / "ncu"
 TUI_DATA = Path(__file__).parent / "data" / "tui"
@@ -76,7 +76,7 @@ def test_the_candidate_and_the_go_signal_reach_the_waiting_run_and_its_page_come
     tmp_path: Path,
 ) -> None:
     ncu = stand_in(tmp_path, str(DATA / "wgmma_gemm_m256_raw_details.csv"))
-    run = ProfiledProcess(ncu, "hopper", ["python", "-m", "workbench.evaluate.child"])
+    run = ProfiledProcess(ncu, "hopper", ["python", "-m", "workbench.evaluate.gpu.candidate_entry"])
     workdir = run.workdir
     try:
         deadline = time.monotonic() + 20
@@ -238,7 +238,9 @@ def test_the_ncu_run_counts_the_pipe_of_the_tasks_family_and_a_spare_for_another
 
 def test_a_held_run_goes_no_further_until_started_then_serves_as_any(tmp_path: Path) -> None:
     ncu = stand_in(tmp_path, str(DATA / "wgmma_gemm_m256_raw_details.csv"))
-    run = ProfiledProcess(ncu, "hopper", ["python", "-m", "workbench.evaluate.child"], held=True)
+    run = ProfiledProcess(
+        ncu, "hopper", ["python", "-m", "workbench.evaluate.gpu.candidate_entry"], held=True
+    )
     try:
         time.sleep(1.0)
         assert run.alive() and not (run.workdir / "ready").exists()  # started, holding

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from workbench.evaluate.inputs import compile_reference
+from workbench.evaluate.gpu.inputs import compile_reference
 from workbench.tasks import Catalogue
 
 CAT = Catalogue.load()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.evaluate.sandbox import available, doors_program, landlock_abi, no_new_code_program
-from workbench.evaluate.worker import profiling_refusal
+from workbench.evaluate.gpu.sandbox import available, doors_program, landlock_abi, no_new_code_program
+from workbench.evaluate.gpu.worker import profiling_refusal
 
 pytestmark = pytest.mark.skipif(not available(), reason="the sandbox is built for Linux on x86-64")
 
@@ -31,7 +31,7 @@ def attempt(name, door):
 
 PROBE = """
 import json, mmap, os, signal, socket, threading
-from workbench.evaluate import sandbox
+from workbench.evaluate.gpu import sandbox
 sandbox.close_doors(no_writes={no_writes})
 sandbox.forbid_new_code()
 {attempt}attempt("fork", os.fork)
@@ -79,7 +79,9 @@ def probe(tmp_path, no_writes: bool) -> dict[str, str]:
     code = textwrap.dedent(PROBE).format(
         no_writes=no_writes, path=tmp_path / "written", kept=kept, other=other, attempt=ATTEMPT
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -112,7 +114,7 @@ def test_the_programs_are_whole_bpf_instructions() -> None:
 
 LANDLOCK_PROBE = """
 import os
-from workbench.evaluate.child import close_tool_doors
+from workbench.evaluate.gpu.candidate_entry import close_tool_doors
 close_tool_doors("ncu")
 {attempt}attempt("write its temporary folder", lambda: open(os.path.join(os.environ["TMPDIR"], "scratch"), "w").write("x"))
 attempt("write the lock folder", lambda: open("/tmp/nvidia/ptxwb-test-{pid}", "w").close())
@@ -125,7 +127,7 @@ print(results)
 
 PARENT = """
 import subprocess, sys
-from workbench.evaluate import sandbox
+from workbench.evaluate.gpu import sandbox
 sandbox.not_dumpable()
 done = subprocess.run([sys.executable, "-c", sys.argv[1]], capture_output=True, text=True, check=False)
 sys.stdout.write(done.stdout)

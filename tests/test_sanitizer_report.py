@@ -6,7 +6,7 @@ line is now read whatever few words lead to it, which no real report has shown y
 
 from __future__ import annotations
 
-from workbench.evaluate.sanitizer import memcheck_message, parse_memcheck
+from workbench.evaluate.gpu.sanitizer import memcheck_message, parse_memcheck
 
 REPORT = """========= COMPUTE-SANITIZER
 ========= Invalid __global__ write of size 2 bytes
@@ -33,7 +33,9 @@ def test_the_first_fault_is_read_whole() -> None:
 def test_the_message_quotes_the_candidate_line_and_names_the_workload() -> None:
     message = memcheck_message(REPORT, SOURCE, {"M": 256})
     assert message.startswith("memcheck at the smallest workload (M=256): Invalid __global__ write")
-    assert "kernel.cu:3 (`__global__ void past_the_end" in message and "thread (0,0,0) block (0,0,0)" in message
+    assert (
+        "kernel.cu:3 (`__global__ void past_the_end" in message and "thread (0,0,0) block (0,0,0)" in message
+    )
 
 
 def test_the_address_is_read_whatever_words_lead_to_it() -> None:
@@ -44,4 +46,6 @@ def test_the_address_is_read_whatever_words_lead_to_it() -> None:
 
 
 def test_a_clean_report_is_no_message() -> None:
-    assert memcheck_message("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n", None, {}) is None
+    assert (
+        memcheck_message("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n", None, {}) is None
+    )

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.build_support import build_kernel, needs_nvcc, session_cache
-from workbench.evaluate.result import StaticStage, Status
-from workbench.evaluate.sass import (
+from workbench.evaluate.build.sass import (
     FAMILIES,
     disassemble,
     family_counts,
@@ -20,7 +19,8 @@ from workbench.evaluate.sass import (
     parse_sass,
     static_stage,
 )
-from workbench.evaluate.toolchain import find_tool
+from workbench.evaluate.gpu.toolchain import find_tool
+from workbench.evaluate.result import StaticStage, Status
 from workbench.tasks import get_target
 
 # Captured with cuobjdump --dump-sass from tests/data/kernels/tma_copy.cu built by nvcc 13.0 for sm_90a.

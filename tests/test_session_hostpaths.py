@@ -270,7 +270,7 @@ def test_text_is_scrubbed_of_this_machines_folders(tmp_path: Path, monkeypatch: 
         f"{cache}/build-x1y2_z3w/kernel.cu(12): error: bad": "kernel.cu(12): error: bad",
         f"{cache}/triton-abcdefgh/kernel.py:3:1: error": "kernel.py:3:1: error",
         "-I/opt/site/tvm_ffi/include -L/tmp/site/tvm_ffi/lib": "-I<tvm_ffi>/include -L<tvm_ffi>/lib",
-        f"{REPO}/workbench/evaluate/worker.py, line 3": "<checkout>/workbench/evaluate/worker.py, line 3",
+        f"{REPO}/workbench/evaluate/gpu/worker.py, line 3": "<checkout>/workbench/evaluate/gpu/worker.py, line 3",
         f"{sys.prefix}/lib/python3/site.py": "<python>/lib/python3/site.py"
         if sys.prefix != sys.base_prefix
         else f"{sys.prefix}/lib/python3/site.py",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from workbench.errors import UserError
-from workbench.evaluate.ban import scan
+from workbench.evaluate.build.ban import scan
 from workbench.evaluate.solution import Solution, read_candidate, solution_source
 
 KERNELS = Path(__file__).parent / "data" / "kernels"

@@ -12,10 +12,9 @@ import pytest
 from build_support import build_kernel, needs_nvcc, session_cache
 from source_page_support import COLUMNS, block, invented_counts, listing_kernels
 
-from workbench.evaluate.profile import import_commands, ncu_command
-from workbench.evaluate.result import DynamicStage, InstructionCounts
-from workbench.evaluate.sass import disassemble
-from workbench.evaluate.source_counters import (
+from workbench.evaluate.build.sass import disassemble
+from workbench.evaluate.gpu.profile import import_commands, ncu_command
+from workbench.evaluate.gpu.source_counters import (
     SourcePageError,
     listing_instructions,
     match_listing,
@@ -24,7 +23,8 @@ from workbench.evaluate.source_counters import (
     parse_source_page,
     stored,
 )
-from workbench.evaluate.toolchain import find_tool
+from workbench.evaluate.gpu.toolchain import find_tool
+from workbench.evaluate.result import DynamicStage, InstructionCounts
 
 DATA = Path(__file__).parent / "data"
 PROBE = (DATA / "tui" / "families_probe.sm_90a.sass").read_text()  # one kernel with HGMMA, SYNCS, UTMA*

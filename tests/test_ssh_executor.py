@@ -122,7 +122,7 @@ def test_addresses_parse_into_an_ssh_command() -> None:
     )
     command = ssh_command(address)
     assert command[:5] == ["ssh", "-T", "-o", "BatchMode=yes", "-o"]
-    assert command[-4:] == ["alice@gpu-7", "/opt/venv/bin/python", "-m", "workbench.evaluate.worker"]
+    assert command[-4:] == ["alice@gpu-7", "/opt/venv/bin/python", "-m", "workbench.evaluate.gpu.worker"]
     assert parse_address("ssh://box").label == "ssh://box"
 
 

@@ -143,7 +143,10 @@ def test_a_crashed_stage_is_a_status_and_the_other_tiers_are_still_measured() ->
         return DynamicStage(status=Status.passed)
 
     result = asyncio.run(
-        run_stages(blank_result(), [("build", ok), ("static", crash), ("correctness", correct), ("dynamic", profiled)])
+        run_stages(
+            blank_result(),
+            [("build", ok), ("static", crash), ("correctness", correct), ("dynamic", profiled)],
+        )
     )
     assert calls == ["build", "static", "correctness"]  # a failed static tier leaves nothing to prove
     assert result.status == Status.infrastructure_error and result.correct
@@ -155,15 +158,41 @@ def test_a_crashed_stage_is_a_status_and_the_other_tiers_are_still_measured() ->
     ("failing", "status", "ran", "verdict"),
     [
         ("build", Status.banned, ["build"], Status.banned),
-        ("static", Status.static_missing_family, ["build", "static", "correctness", "timing"], Status.static_missing_family),
-        ("correctness", Status.incorrect_numerical, ["build", "static", "correctness"], Status.incorrect_numerical),
-        ("timing", Status.faster_than_light, ["build", "static", "correctness", "timing", "dynamic"], Status.faster_than_light),
-        ("dynamic", Status.profile_mismatch, ["build", "static", "correctness", "timing", "dynamic"], Status.profile_mismatch),
+        (
+            "static",
+            Status.static_missing_family,
+            ["build", "static", "correctness", "timing"],
+            Status.static_missing_family,
+        ),
+        (
+            "correctness",
+            Status.incorrect_numerical,
+            ["build", "static", "correctness"],
+            Status.incorrect_numerical,
+        ),
+        (
+            "timing",
+            Status.faster_than_light,
+            ["build", "static", "correctness", "timing", "dynamic"],
+            Status.faster_than_light,
+        ),
+        (
+            "dynamic",
+            Status.profile_mismatch,
+            ["build", "static", "correctness", "timing", "dynamic"],
+            Status.profile_mismatch,
+        ),
     ],
 )
 def test_which_tiers_a_failure_stops_and_which_failure_is_the_verdict(failing, status, ran, verdict) -> None:
     calls: list[str] = []
-    kinds = {"build": BuildStage, "static": StaticStage, "correctness": CorrectnessStage, "timing": TimingStage, "dynamic": DynamicStage}
+    kinds = {
+        "build": BuildStage,
+        "static": StaticStage,
+        "correctness": CorrectnessStage,
+        "timing": TimingStage,
+        "dynamic": DynamicStage,
+    }
 
     def stage(name: str):
         async def run(_: EvalResult) -> StageBase:
@@ -318,6 +347,8 @@ def test_a_static_tier_that_could_not_read_the_sass_reports_no_missing_family() 
 def test_a_kernel_for_another_task_is_an_abi_mismatch_before_anything_runs(tmp_path: Path) -> None:
     source = (Path(__file__).parent.parent / "references" / "attention" / "mha_fwd_d128.cu").read_text()
     executor = make_executor("static", tmp_path)
-    result = asyncio.run(executor.evaluate(EvalRequest(task="gemm_n7168_k5120", target="hopper", source=source)))
+    result = asyncio.run(
+        executor.evaluate(EvalRequest(task="gemm_n7168_k5120", target="hopper", source=source))
+    )
     assert result.status == Status.abi_mismatch and result.stages.build.status == Status.abi_mismatch
     assert "TensorView A" in result.message and result.stages.static.status == Status.not_run

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from workbench.evaluate.profile import (
+from workbench.evaluate.build.sass import FAMILIES, NARROW_FAMILIES, family_counts, family_of, static_stage
+from workbench.evaluate.gpu.profile import (
     PER_OPCODE_METRIC,
     TENSOR_FLOPS_METRIC,
     dynamic_stage,
@@ -17,7 +18,6 @@ from workbench.evaluate.profile import (
     parse_raw_csv,
 )
 from workbench.evaluate.result import BuildStage, Status
-from workbench.evaluate.sass import FAMILIES, NARROW_FAMILIES, family_counts, family_of, static_stage
 from workbench.tasks import Catalogue
 
 FAMILY_LISTS = {family: sorted(ops) for family, ops in FAMILIES.items()}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from workbench.agent import prompts
 from workbench.agent.config import AgentConfig
-from workbench.evaluate.gpu_spec import gpu_spec, smallest_workload
+from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.fixit.rows import judged_target
 from workbench.tasks import Catalogue
 from workbench.tui.widgets.task_pane import render_task
@@ -36,12 +36,12 @@ def ptxwb(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_spec_of_an_fp8_attention_task_carries_its_matched_ratio_rate_and_family() -> None:
     catalogue = Catalogue.load()
     task = catalogue.get("fp8_mha_with_lse_d128")
-    spec = gpu_spec(task, smallest_workload(task), task.target("hopper"), catalogue)
+    spec = gpu_spec(task, task.smallest_workload(), task.target("hopper"), catalogue)
     assert spec["matched_ratio"] == 0.995
     assert spec["compute_dtype"] == "float8_e4m3" and spec["required_family"] == "QGMMA"
     # A bf16 task keeps every element to its tolerances and the bf16 rate.
     plain = catalogue.get("mha_with_lse_d128")
-    spec = gpu_spec(plain, smallest_workload(plain), plain.target("hopper"), catalogue)
+    spec = gpu_spec(plain, plain.smallest_workload(), plain.target("hopper"), catalogue)
     assert spec["matched_ratio"] == 1.0 and spec["compute_dtype"] == "bfloat16"
     assert spec["required_family"] == "GMMA"
 

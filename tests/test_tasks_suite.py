@@ -12,10 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from workbench.evaluate.correctness import compare_output
+from workbench.evaluate.build.sass import FAMILIES, NARROW_FAMILIES
+from workbench.evaluate.gpu.correctness import compare_output
+from workbench.evaluate.gpu.inputs import compile_reference, make_inputs, make_outputs, run_reference
 from workbench.evaluate.gpu_spec import gpu_spec
-from workbench.evaluate.inputs import compile_reference, make_inputs, make_outputs, run_reference
-from workbench.evaluate.sass import FAMILIES, NARROW_FAMILIES
 from workbench.tasks import Catalogue, Task, Workload, get_target
 from workbench.tasks.cost import causal_pairs, split
 
@@ -355,8 +355,8 @@ def test_required_families_per_task_and_target(catalogue: Catalogue) -> None:
 def test_each_family_has_a_baseline_or_says_why_it_times_the_reference(
     catalogue: Catalogue, name: str
 ) -> None:
-    from workbench.evaluate.baselines import make_baselines
-    from workbench.evaluate.inputs import fill_inputs
+    from workbench.evaluate.gpu.baselines import make_baselines
+    from workbench.evaluate.gpu.inputs import fill_inputs
 
     task = catalogue.get(name)
     spec, _, outputs = small(task)

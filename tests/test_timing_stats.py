@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.evaluate.baselines import make_baselines
-from workbench.evaluate.gpu_spec import gpu_spec, smallest_workload
-from workbench.evaluate.timing import (
+from workbench.evaluate.gpu.baselines import make_baselines
+from workbench.evaluate.gpu.timing import (
     PEAKS,
     device_peaks,
     speed_of_light_ms,
@@ -16,7 +15,8 @@ from workbench.evaluate.timing import (
     timing_message,
     timing_stage,
 )
-from workbench.evaluate.trace_checks import attribute
+from workbench.evaluate.gpu.trace_checks import attribute
+from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.tasks import Catalogue, get_target
 from workbench.tasks.devices import DEVICES
 
@@ -24,7 +24,9 @@ OWN, BLAS, MARK = "own_kernel", "nvjet_sm90_tst", "marker_kernel"
 SPEC = {"flops": 2.0 * 8192 * 7168 * 5120, "min_bytes": 2.0 * (8192 * 5120 + 7168 * 5120 + 8192 * 7168)}
 
 
-def trace(candidate_ms: list[float], baseline_ms: list[float], extra: list | None = None, marker: bool = True) -> dict:
+def trace(
+    candidate_ms: list[float], baseline_ms: list[float], extra: list | None = None, marker: bool = True
+) -> dict:
     """A timed loop's raw records: rounds of marker, candidate call, baseline call."""
     windows, kernels, launches = [], [], {}
     clock, correlation = 0, 0
@@ -34,7 +36,9 @@ def trace(candidate_ms: list[float], baseline_ms: list[float], extra: list | Non
         correlation += 1
         windows.append([label, clock, clock + 10, None])
         launches[str(correlation)] = clock + 1
-        kernels.append([name, clock + 5, clock + 5 + int(ms * 1e6), correlation, 7, [1, 1, 1], [1, 1, 1], 0, 0, 0])
+        kernels.append(
+            [name, clock + 5, clock + 5 + int(ms * 1e6), correlation, 7, [1, 1, 1], [1, 1, 1], 0, 0, 0]
+        )
         clock += int(ms * 1e6) + 1000
 
     for c, b in zip(candidate_ms, baseline_ms, strict=True):
@@ -48,7 +52,9 @@ def trace(candidate_ms: list[float], baseline_ms: list[float], extra: list | Non
 
 def stage_for(candidate_ms, baseline_ms, walls=None, **kw) -> dict:
     walls = walls or {"candidate": [c + 0.05 for c in candidate_ms], "0": [b + 0.05 for b in baseline_ms]}
-    return timing_stage(attribute(trace(candidate_ms, baseline_ms, **kw)), walls, {"0": "cuBLAS"}, SPEC, {OWN}, "NVIDIA H200")
+    return timing_stage(
+        attribute(trace(candidate_ms, baseline_ms, **kw)), walls, {"0": "cuBLAS"}, SPEC, {OWN}, "NVIDIA H200"
+    )
 
 
 def test_summary_has_median_quartiles_and_extremes() -> None:
@@ -131,9 +137,14 @@ def test_more_gpu_time_than_the_call_took_by_the_clock_is_tampering() -> None:
 def test_time_the_gpu_trace_does_not_show_is_a_wall_clock_mismatch() -> None:
     stage = stage_for([0.5, 0.5], [1.0, 1.0], walls={"candidate": [1.4, 1.4], "0": [1.05, 1.05]})
     assert stage["status"] == "wall_clock_mismatch"
-    assert stage["host_overhead_ms"] == pytest.approx(0.9) and stage["baseline_host_overhead_ms"] == pytest.approx(0.05)
+    assert stage["host_overhead_ms"] == pytest.approx(0.9) and stage[
+        "baseline_host_overhead_ms"
+    ] == pytest.approx(0.05)
     # A little more host time than the baseline's is an honest kernel's launch work.
-    assert stage_for([1.0, 1.0], [1.0, 1.0], walls={"candidate": [1.2, 1.2], "0": [1.05, 1.05]})["status"] == "passed"
+    assert (
+        stage_for([1.0, 1.0], [1.0, 1.0], walls={"candidate": [1.2, 1.2], "0": [1.05, 1.05]})["status"]
+        == "passed"
+    )
 
 
 def test_timed_iterations_fill_the_budget_between_the_minimum_and_the_cap() -> None:
@@ -157,7 +168,7 @@ def test_a_second_baseline_is_shown_beside_the_primary() -> None:
 def test_attention_forward_says_why_flashinfer_is_left_out_where_it_is_absent() -> None:
     catalogue = Catalogue.load()
     task = catalogue.get("mha_with_lse_d128")
-    spec = gpu_spec(task, smallest_workload(task), get_target("hopper"), catalogue)
+    spec = gpu_spec(task, task.smallest_workload(), get_target("hopper"), catalogue)
     spec["axes"] = {**spec["axes"], "B": 1, "H": 2, "S": 8}
     baselines, notes = make_baselines(spec, "cpu")
     assert [b.name for b in baselines] == ["cuDNN SDPA"]

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from build_support import needs_nvcc
 
-from workbench.evaluate.agreement import agreement
-from workbench.evaluate.build import compile_source
-from workbench.evaluate.kernel_names import module_kernels
+from workbench.evaluate.build.nvcc import compile_source
+from workbench.evaluate.gpu.agreement import agreement
+from workbench.evaluate.gpu.kernel_names import module_kernels
+from workbench.evaluate.gpu.trace_checks import Kernel, attribute, call_problem
 from workbench.evaluate.result import Status
-from workbench.evaluate.trace_checks import Kernel, attribute, call_problem
 from workbench.tasks import get_target
 
 FAULTS = Path(__file__).parent / "gpu" / "faults"
@@ -84,13 +84,17 @@ def test_a_call_that_launched_no_kernel_made_its_output_elsewhere() -> None:
 
 
 def test_work_still_running_on_another_stream_when_the_caller_reads_is_caught() -> None:
-    trace = attribute(raw(kernel(MARK, 100, 101, 1), kernel(OWN, 200, 5000, 2, stream=13), kernel(MARK, 400, 401, 4)))
+    trace = attribute(
+        raw(kernel(MARK, 100, 101, 1), kernel(OWN, 200, 5000, 2, stream=13), kernel(MARK, 400, 401, 4))
+    )
     status, message = call_problem(trace, {OWN})
     assert status == "runtime_error" and "another stream" in message
 
 
 def test_another_stream_ordered_before_the_readback_is_fine() -> None:
-    trace = attribute(raw(kernel(MARK, 100, 101, 1), kernel(OWN, 200, 300, 2, stream=13), kernel(MARK, 400, 401, 4)))
+    trace = attribute(
+        raw(kernel(MARK, 100, 101, 1), kernel(OWN, 200, 300, 2, stream=13), kernel(MARK, 400, 401, 4))
+    )
     assert call_problem(trace, {OWN}) is None
 
 

@@ -1,4 +1,4 @@
-"""The Triton ban (`workbench.evaluate.triton_ban`): hand-written ways around it, one rule each, and
+"""The Triton ban (`workbench.evaluate.build.triton_ban`): hand-written ways around it, one rule each, and
 honest kernels that must pass untouched."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.evaluate.triton_ban import scan
+from workbench.evaluate.build.triton_ban import scan
 
 KERNELS = Path(__file__).parent / "data" / "triton"
 

@@ -19,9 +19,9 @@ from build_support import session_cache
 
 pytest.importorskip("triton", reason="the Triton track needs the triton wheel (the dev lock has it)")
 
+from workbench.evaluate.gpu.sandbox import landlock_abi
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult, Status
-from workbench.evaluate.sandbox import landlock_abi
 from workbench.evaluate.static_executor import StaticExecutor
 
 KERNELS = Path(__file__).parent / "data" / "triton"
@@ -222,7 +222,7 @@ def traced(folder: Path, code: str) -> dict:
         )
     )  # fmt: skip
     subprocess.run(
-        [sys.executable, "-m", "workbench.evaluate.triton_trace", str(request_file)],
+        [sys.executable, "-m", "workbench.evaluate.build.triton_trace", str(request_file)],
         check=True,
         cwd=folder,
         capture_output=True,

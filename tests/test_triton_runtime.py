@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench.evaluate.sandbox import landlock_abi
-from workbench.evaluate.triton_build import build_triton
-from workbench.evaluate.triton_runtime import (
+from workbench.evaluate.build.triton_build import build_triton
+from workbench.evaluate.gpu.sandbox import landlock_abi
+from workbench.evaluate.gpu.triton_runtime import (
     Opened,
     RuntimeRefused,
     launcher_inputs,
@@ -75,7 +75,7 @@ def test_the_candidate_imported_from_elsewhere_finds_every_kernel_in_the_cache_a
     request.update(source=str(work / "kernel.py"), out=str(work / "kernels"), writable=str(work))
     (work / "request.json").write_text(json.dumps(request))
     subprocess.run(
-        [sys.executable, "-m", "workbench.evaluate.triton_trace", str(work / "request.json")],
+        [sys.executable, "-m", "workbench.evaluate.build.triton_trace", str(work / "request.json")],
         check=True,
         cwd=work,
         capture_output=True,

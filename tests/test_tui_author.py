@@ -10,8 +10,8 @@ from build_support import session_cache
 from tui_pilot import until
 
 from workbench.evaluate.executors import make_executor
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.result import Status
-from workbench.evaluate.toolchain import find_tool
 from workbench.session.events import Candidate, Evaluation, SessionEnd
 from workbench.session.log import read_session
 from workbench.tui.app import WorkbenchApp

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Input, Select, Static
 from tui_pilot import until
 
 from workbench.agent.config import AgentConfig
-from workbench.evaluate.toolchain import find_tool
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.session.log import read_session
 from workbench.tasks import Catalogue, resolve_task
 from workbench.tui.app import WorkbenchApp

@@ -9,7 +9,7 @@ import pytest
 import tui_synthetic
 from build_support import build_kernel, needs_nvcc, session_cache
 
-from workbench.evaluate.toolchain import find_tool
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.session.log import read_session
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.document import CodeDocument

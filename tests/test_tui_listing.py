@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pygments.token import Comment, Keyword, Name, Number
 
-from workbench.evaluate.toolchain import find_tool
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.tui.document import CodeDocument, compact_sass
 from workbench.tui.families import mark_lines
 from workbench.tui.sass_lexer import SassLexer

@@ -96,7 +96,7 @@ def test_listings_are_compressed_and_keep_the_cubins_hash(tmp_path: Path) -> Non
 
 def test_a_rebuild_is_shown_only_when_it_is_the_recorded_code() -> None:
     text = PROBE_SASS.read_text()
-    from workbench.evaluate.sass import parse_sass
+    from workbench.evaluate.build.sass import parse_sass
 
     kernels = {f"demangled {i}": dict(c) for i, c in enumerate(parse_sass(text).kernels.values())}
     assert mismatch(text, b"cubin", StaticStage(kernels=kernels), None) is None  # names aside, counts agree

@@ -14,8 +14,8 @@ from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import make_model
 from workbench.agent.models.recorded import ScriptedModel
 from workbench.evaluate.executors import make_executor
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.result import Status
-from workbench.evaluate.toolchain import find_tool
 from workbench.session.events import Candidate, Control, Evaluation, Message
 from workbench.session.log import read_session
 from workbench.tui.app import WorkbenchApp

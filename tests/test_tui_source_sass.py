@@ -11,8 +11,8 @@ from build_support import KERNELS, build_kernel, needs_nvcc, session_cache
 from textual.widgets import Label
 from tui_pilot import until
 
-from workbench.evaluate.lineinfo import line_table, parse_line_table
-from workbench.evaluate.toolchain import find_tool
+from workbench.evaluate.build.lineinfo import line_table, parse_line_table
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.session.events import Candidate
 from workbench.session.log import read_session
 from workbench.tui.app import WorkbenchApp

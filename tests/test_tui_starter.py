@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from build_support import needs_nvcc, session_cache
 
-from workbench.evaluate.abi import check_abi, exported_parameters
-from workbench.evaluate.ban import scan
-from workbench.evaluate.build import build
+from workbench.evaluate.build.abi import check_abi, exported_parameters
+from workbench.evaluate.build.ban import scan
+from workbench.evaluate.build.nvcc import build
 from workbench.evaluate.result import Status
 from workbench.tasks import Catalogue, get_target
 from workbench.tui.starter import starter_kernel

@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.build_support import needs_nvcc, session_cache
-from workbench.evaluate.build import build_toolchain, compile_source
-from workbench.evaluate.link_policy import check_library, denial
-from workbench.evaluate.result import Status
-from workbench.evaluate.symbol_origin import include_chain
-from workbench.evaluate.tvm_ffi_symbols import (
+from workbench.evaluate.build.link_policy import check_library, denial
+from workbench.evaluate.build.nvcc import build_toolchain, compile_source
+from workbench.evaluate.build.symbol_origin import include_chain
+from workbench.evaluate.build.tvm_ffi_symbols import (
     _UNCLASSIFIED,
     C_API,
     CXX_API,
@@ -27,6 +26,7 @@ from workbench.evaluate.tvm_ffi_symbols import (
     qualified_name,
     rule_for,
 )
+from workbench.evaluate.result import Status
 from workbench.tasks import get_target
 
 PROBE_BODY = Path(__file__).parent / "data" / "tvm_ffi" / "probe_body.cu"

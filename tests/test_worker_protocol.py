@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from build_support import needs_nvcc
 
-from workbench.evaluate.worker import worker_argv
+from workbench.evaluate.gpu.worker import worker_argv
 
 KERNEL = Path(__file__).parent / "gpu" / "kernels" / "wgmma_gemm.cu"
 

@@ -27,7 +27,9 @@ class Pane:
         self.name = name
 
     def _tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-L", self.name, *args], check=True, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            ["tmux", "-L", self.name, *args], check=True, capture_output=True, text=True, timeout=30
+        )
         return done.stdout
 
     def screen(self) -> str:

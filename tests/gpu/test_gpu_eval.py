@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from workbench.evaluate.build import build_toolchain, compile_source
-from workbench.evaluate.gpu_spec import gpu_spec, smallest_workload
-from workbench.evaluate.kernel_names import module_kernels
+from workbench.evaluate.build.nvcc import build_toolchain, compile_source
+from workbench.evaluate.gpu.kernel_names import module_kernels
+from workbench.evaluate.gpu.worker import worker_argv
+from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.evaluate.local_executor import LocalExecutor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import Status
-from workbench.evaluate.worker import worker_argv
 from workbench.evaluate.worker_client import WorkerClient
 from workbench.tasks import Catalogue, get_target
 
@@ -78,11 +78,11 @@ def payload(code: str) -> str:
 
 PAYLOADS = {
     "patch_comparison": (
-        "import workbench.evaluate.correctness as c\n"
+        "import workbench.evaluate.gpu.correctness as c\n"
         "c.compare_output = lambda name, *a: ('passed', {'name': name, 'passed': True})"
     ),
     "patch_timing": (
-        "import workbench.evaluate.kernel_trace as k\n"
+        "import workbench.evaluate.gpu.kernel_trace as k\n"
         "original = k.KernelTrace.raw\n"
         "def raw(self):\n"
         "    data = original(self)\n"
@@ -92,7 +92,7 @@ PAYLOADS = {
     ),
     "forge_records": (
         "import gc\n"
-        "import workbench.evaluate.kernel_trace as k\n"
+        "import workbench.evaluate.gpu.kernel_trace as k\n"
         "class Shrinking(list):\n"
         "    def append(self, item):\n"
         "        if item[0] == 'k':\n"
@@ -110,7 +110,7 @@ PAYLOADS = {
     "cupti_flush": (
         "import gc\n"
         "from cupti import cupti\n"
-        "import workbench.evaluate.kernel_trace as k\n"
+        "import workbench.evaluate.gpu.kernel_trace as k\n"
         "cupti.activity_flush_all(1)\n"
         "for trace in [o for o in gc.get_objects() if isinstance(o, k.KernelTrace)]:\n"
         "    trace._pending.clear()"
@@ -118,7 +118,7 @@ PAYLOADS = {
     "forge_reply": (
         "import os\n"
         "fd = int(os.environ['PTXWB_CHILD_FDS'].split(',')[1])\n"
-        "os.write(fd, b'{\"done\": true, \"changed\": [], \"trace\": {}}\\n')"
+        'os.write(fd, b\'{"done": true, "changed": [], "trace": {}}\\n\')'
     ),
     # Every tool report on the host (memcheck's beside the trials, ncu's spare), by name: emptied, removed,
     # renamed; a kernel whose memcheck finding vanished would pass.
@@ -149,14 +149,44 @@ STRAY = {"hide_reports"}
 # name -> (parts it is composed of, workload M or None for the smallest, the stage that must fail, its
 # status, a check on that stage's message)
 HOSTILES: dict[str, tuple[tuple[str, ...], int | None, str, str, Callable[[dict], bool]]] = {
-    "shape_dispatch": (("wgmma", "simt"), 1024, "dynamic", "dynamic_not_executed", _message_has("no thread executed")),
-    "profiler_detect": (("door", "wgmma", "simt"), None, "dynamic", "profile_mismatch", _message_has("not the kernels")),
+    "shape_dispatch": (
+        ("wgmma", "simt"),
+        1024,
+        "dynamic",
+        "dynamic_not_executed",
+        _message_has("no thread executed"),
+    ),
+    "profiler_detect": (
+        ("door", "wgmma", "simt"),
+        None,
+        "dynamic",
+        "profile_mismatch",
+        _message_has("not the kernels"),
+    ),
     "reference_reader": (("simt",), None, "correctness", "incorrect_numerical", _message_has("trial 1")),
-    "stale_replay": (("wgmma",), None, "timing", "incorrect_numerical", _message_has("timed calls were wrong")),
+    "stale_replay": (
+        ("wgmma",),
+        None,
+        "timing",
+        "incorrect_numerical",
+        _message_has("timed calls were wrong"),
+    ),
     "decoy": (("wgmma", "mma"), None, "dynamic", "decoy", _message_has("HMMA", "must do the work, once")),
-    "wrong_sometimes": (("wgmma",), None, "timing", "incorrect_numerical", _message_has("timed calls were wrong")),
+    "wrong_sometimes": (
+        ("wgmma",),
+        None,
+        "timing",
+        "incorrect_numerical",
+        _message_has("timed calls were wrong"),
+    ),
     # The profiled call's inputs are no longer the public seed's: it runs the SIMT path every timed call ran.
-    "seed_values": (("wgmma", "simt"), None, "dynamic", "dynamic_not_executed", _message_has("no thread executed")),
+    "seed_values": (
+        ("wgmma", "simt"),
+        None,
+        "dynamic",
+        "dynamic_not_executed",
+        _message_has("no thread executed"),
+    ),
     "door_cublas": (("door", "simt"), None, "correctness", "foreign_kernel", _message_has("not defined in")),
     "oob_write": (("simt",), None, "correctness", "runtime_error", _message_has("memcheck", "past_the_end")),
     **{
@@ -219,7 +249,7 @@ def public_values() -> dict[str, str]:
     """The first four values of A (bf16 bits) that the smallest workload's public seed draws."""
     import torch
 
-    from workbench.evaluate.inputs import random_inputs
+    from workbench.evaluate.gpu.inputs import random_inputs
 
     spec = spec_for()
     first = random_inputs(spec, int(spec["seed"]), "cuda")["A"].reshape(-1)[:4].view(torch.int16)
@@ -227,7 +257,9 @@ def public_values() -> dict[str, str]:
 
 
 def _sources() -> dict[str, str]:
-    sources = {p.stem: p.read_text() for p in sorted((HERE / "faults").glob("*.cu")) if p.stem != "dlopen_cublas"}
+    sources = {
+        p.stem: p.read_text() for p in sorted((HERE / "faults").glob("*.cu")) if p.stem != "dlopen_cublas"
+    }
     sources.update({p.stem: p.read_text() for p in sorted(KERNELS.glob("*.cu"))})
     for name, (parts, _, _, _, _) in HOSTILES.items():
         defines = {}
@@ -268,7 +300,7 @@ def spec_for(m: int | None = None) -> dict:
     """The task at the smallest workload, or at the workload with this M."""
     catalogue = Catalogue.load()
     task = catalogue.get(TASK)
-    workload = smallest_workload(task) if m is None else next(w for w in task.workloads if w.axes["M"] == m)
+    workload = task.smallest_workload() if m is None else next(w for w in task.workloads if w.axes["M"] == m)
     return gpu_spec(task, workload, get_target("hopper"), catalogue)
 
 
@@ -278,7 +310,12 @@ def evaluate(runner: Runner, library: tuple[str, list[str]], spec: dict) -> dict
 
 
 def _check(stages: dict, stage_name: str, status: str, check: Callable[[dict], bool]) -> None:
-    print({k: (v["status"], v.get("message", "")[:240], round(v.get("duration_s") or 0, 2)) for k, v in stages.items()})
+    print(
+        {
+            k: (v["status"], v.get("message", "")[:240], round(v.get("duration_s") or 0, 2))
+            for k, v in stages.items()
+        }
+    )
     stage = stages[stage_name]
     assert stage["status"] == status, stage
     assert check(stage), stage["message"]

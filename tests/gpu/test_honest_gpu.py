@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.honest_support import CUDA, TASK, target_of
-from workbench.evaluate.build import build, build_toolchain
+from workbench.evaluate.build.nvcc import build, build_toolchain
 from workbench.evaluate.local_executor import LocalExecutor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult, Status

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.pack_support import GPU_DATA, extract_pattern_kernel, header_dirs
-from workbench.evaluate.toolchain import find_tool
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.tasks.targets import get_target
 
 pytestmark = pytest.mark.gpu

@@ -4,7 +4,7 @@ task's headline workload, against their task's baseline.
 Run on the GPU host from the checkout:
 `python -m pytest -m gpu -n 0 -s tests/gpu/test_references_suite.py` (-s prints each verdict: the
 speedups are the measurement). FlashInfer's wrappers are the decode baseline only after
-`python -m workbench.evaluate.flashinfer_baseline --warm-batch`; without them, and on a torch whose
+`python -m workbench.evaluate.gpu.flashinfer_baseline --warm-batch`; without them, and on a torch whose
 scaled_mm refuses block scales, the verdict's timing notes say which baseline was timed instead.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from workbench.evaluate.gpu.profile import FAMILY_TENSOR_METRIC
 from workbench.evaluate.local_executor import LocalExecutor
-from workbench.evaluate.profile import FAMILY_TENSOR_METRIC
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult, Status
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from workbench.evaluate.gpu.source_counters import listing_instructions, match_listing
 from workbench.evaluate.local_executor import LocalExecutor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult, Status
-from workbench.evaluate.source_counters import listing_instructions, match_listing
 
 pytestmark = pytest.mark.gpu
 

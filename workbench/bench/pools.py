@@ -20,7 +20,7 @@ from typing import Protocol
 
 from workbench.agent.models import ChatMessage, Model, Reply
 from workbench.agent.models.base import Author, OnDelta, OnRetry
-from workbench.evaluate.build import build
+from workbench.evaluate.build.nvcc import build
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import EvalRequest, Executor, ProgressCallback
 from workbench.evaluate.result import EvalResult

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from workbench.agent.secrets import is_secret_name
 from workbench.bench.pools import Requeued
 from workbench.errors import UserError
-from workbench.evaluate.build import build
+from workbench.evaluate.build.nvcc import build
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import EvalRequest, ProgressCallback
 from workbench.evaluate.result import EvalResult

@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from workbench.cli.output import console, print_json
-from workbench.evaluate.toolchain import find_tool, tool_version
+from workbench.evaluate.gpu.toolchain import find_tool, tool_version
 
 
 def _package(name: str) -> str | None:

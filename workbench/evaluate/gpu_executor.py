@@ -16,10 +16,14 @@ import time
 from pathlib import Path
 
 from workbench.errors import UserError
-from workbench.evaluate.abi import abi_checked
-from workbench.evaluate.build import build
+from workbench.evaluate.build.abi import abi_checked
+from workbench.evaluate.build.nvcc import build
+from workbench.evaluate.build.sass import static_stage
+from workbench.evaluate.build.triton_build import SOURCE_NAME as TRITON_SOURCE
+from workbench.evaluate.build.triton_build import build_triton, run_tool
+from workbench.evaluate.gpu.kernel_names import module_kernels
+from workbench.evaluate.gpu.triton_runtime import RuntimeRefused, own_kernels
 from workbench.evaluate.gpu_spec import gpu_spec
-from workbench.evaluate.kernel_names import module_kernels
 from workbench.evaluate.pipeline import finalize, new_result, run_stages
 from workbench.evaluate.request import EvalRequest, ProgressCallback, StageName
 from workbench.evaluate.result import (
@@ -32,10 +36,6 @@ from workbench.evaluate.result import (
     Status,
     TimingStage,
 )
-from workbench.evaluate.sass import static_stage
-from workbench.evaluate.triton_build import SOURCE_NAME as TRITON_SOURCE
-from workbench.evaluate.triton_build import build_triton, run_tool
-from workbench.evaluate.triton_runtime import RuntimeRefused, own_kernels
 from workbench.evaluate.worker_client import WorkerClient, WorkerError
 from workbench.tasks import resolve_task
 
@@ -52,7 +52,7 @@ async def _triton_runtime(build: BuildStage, timeout_s: float) -> tuple[Path, li
     if build.cubin_path is None:
         return "the Triton build left no kernels"
     entry = Path(build.cubin_path).parent
-    command = [sys.executable, "-m", "workbench.evaluate.triton_runtime", str(entry)]
+    command = [sys.executable, "-m", "workbench.evaluate.gpu.triton_runtime", str(entry)]
     finished = await run_tool(command, entry, timeout_s)
     if finished.returncode is None:
         return f"preparing Triton's runtime cache took over {timeout_s:g} s"

@@ -10,7 +10,7 @@ LSE from the random Q, K, V.
 
 from __future__ import annotations
 
-from workbench.evaluate.sass import FAMILIES
+from workbench.evaluate.build.sass import FAMILIES
 from workbench.tasks import Catalogue, Target, Task, Workload
 
 
@@ -20,15 +20,6 @@ def _forward_task(task: Task, catalogue: Catalogue | None) -> Task | None:
         return None
     name = "mha_with_lse_" + task.name.removeprefix("mha_bwd_")
     return (catalogue or Catalogue.load()).get(name)
-
-
-def smallest_workload(task: Task) -> Workload:
-    """The cheapest workload of the task: where memcheck's call runs (it is slow per kernel)."""
-
-    def cost(workload: Workload) -> float:
-        return task.flops(workload) or task.min_bytes(workload)
-
-    return min(task.workloads, key=cost)
 
 
 def gpu_spec(
@@ -63,7 +54,7 @@ def gpu_spec(
         "device": "cuda",
         "source_counters": source_counters,
     }
-    smallest = smallest_workload(task) if task.workloads else workload
+    smallest = task.smallest_workload() if task.workloads else workload
     spec["smallest"] = {
         "workload_uuid": smallest.uuid,
         "axes": definition.axis_values(dict(smallest.axes)),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from workbench.evaluate.gpu.worker import worker_argv
 from workbench.evaluate.gpu_executor import GpuExecutor
-from workbench.evaluate.worker import worker_argv
 from workbench.evaluate.worker_client import WorkerClient
 
 

@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Sequence
 
 from workbench.errors import UserError
-from workbench.evaluate.demangle import demangle
+from workbench.evaluate.gpu.demangle import demangle
 from workbench.evaluate.request import EvalRequest, Progress, ProgressCallback, StageName
 from workbench.evaluate.result import EvalResult, StageBase, Status
 from workbench.tasks import resolve_task

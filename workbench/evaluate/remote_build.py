@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
-from workbench.evaluate.build import build
-from workbench.evaluate.kernel_names import module_kernels
+from workbench.evaluate.build.nvcc import build
+from workbench.evaluate.build.sass import static_stage
+from workbench.evaluate.gpu.kernel_names import module_kernels
 from workbench.evaluate.result import Status
-from workbench.evaluate.sass import static_stage
 from workbench.tasks import get_target
 
 

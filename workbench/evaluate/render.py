@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from workbench.evaluate.occupancy import Occupancy
+from workbench.evaluate.gpu.occupancy import Occupancy
 from workbench.evaluate.result import (
     BuildStage,
     CorrectnessStage,

@@ -8,44 +8,15 @@ and `static_passed` are read from their own stages; version 1 results still load
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from workbench.evaluate.gpu.protocol import Status
+
 # 3: the evaluation's input seed, every timed call checked (calls_checked), the work other paths did
 # (other_work_share) and the decoy status; results of 2 read unchanged (the new fields have defaults).
 SCHEMA_VERSION = 3
-
-
-class Status(StrEnum):
-    """The closed set of verdicts, for the whole result and for each stage."""
-
-    passed = "passed"
-    not_run = "not_run"
-    banned = "banned"  # what a cheater does: a library kernel, dynamic loading, a door out of the process
-    unsupported = "unsupported"  # an honest construct the workbench does not run (a file, getenv, a header)
-    compile_error = "compile_error"
-    static_missing_family = "static_missing_family"
-    runtime_error = "runtime_error"
-    timeout = "timeout"
-    incorrect_shape = "incorrect_shape"
-    incorrect_dtype = "incorrect_dtype"
-    incorrect_numerical = "incorrect_numerical"
-    inputs_modified = "inputs_modified"
-    foreign_kernel = "foreign_kernel"
-    dynamic_not_executed = "dynamic_not_executed"
-    low_tensor_share = "low_tensor_share"
-    decoy = "decoy"  # the required family ran, and other instructions did the task's work again
-    abi_mismatch = "abi_mismatch"  # `run` takes other arguments than the task's inputs and outputs
-    faster_than_light = "faster_than_light"  # timed faster than the device's datasheet peaks allow
-    profile_mismatch = (
-        "profile_mismatch"  # the profiled call ran other kernels, or ran far faster, than the timed ones
-    )
-    stray_kernel = "stray_kernel"  # GPU work of the candidate's process outside the call it belongs to
-    tampered = "tampered"  # the harness in the candidate's process was changed, or its replies forged
-    wall_clock_mismatch = "wall_clock_mismatch"  # timed calls took far longer by the clock than on the GPU
-    infrastructure_error = "infrastructure_error"
 
 
 class _Model(BaseModel):

@@ -59,7 +59,7 @@ def ssh_command(address: SshAddress, ssh_options: list[str] | None = None) -> li
         command += ["-p", str(address.port)]
     command += list(ssh_options or [])
     command.append(f"{address.user}@{address.host}" if address.user else address.host)
-    command += [address.python, "-m", "workbench.evaluate.worker"]
+    command += [address.python, "-m", "workbench.evaluate.gpu.worker"]
     return command
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.evaluate.abi import abi_checked
-from workbench.evaluate.build import build
+from workbench.evaluate.build.abi import abi_checked
+from workbench.evaluate.build.nvcc import build
+from workbench.evaluate.build.sass import static_stage
+from workbench.evaluate.build.triton_build import build_triton
 from workbench.evaluate.pipeline import new_result, run_stages
 from workbench.evaluate.request import EvalRequest, ProgressCallback
 from workbench.evaluate.result import EvalResult, StageBase, Status
-from workbench.evaluate.sass import static_stage
-from workbench.evaluate.triton_build import build_triton
 from workbench.tasks import resolve_task
 
 

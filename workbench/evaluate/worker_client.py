@@ -1,7 +1,7 @@
 """The host's side of the worker protocol: one long-lived worker process, JSON lines both ways.
 
-The same client drives a local worker (`python -m workbench.evaluate.worker`) and a remote one over
-OpenSSH (`ssh host python -m workbench.evaluate.worker`): only the command differs.
+The same client drives a local worker (`python -m workbench.evaluate.gpu.worker`) and a remote one over
+OpenSSH (`ssh host python -m workbench.evaluate.gpu.worker`): only the command differs.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import itertools
 import json
 from collections.abc import Callable, Sequence
 
-from workbench.evaluate.worker import DEFAULT_TIMEOUTS, GPU_STAGES
+from workbench.evaluate.gpu.worker import DEFAULT_TIMEOUTS, GPU_STAGES
 
 # A reply line can carry a whole EvalResult stage; asyncio's default 64 KiB line limit is too small.
 LINE_LIMIT = 64 * 1024 * 1024

@@ -66,7 +66,7 @@ def _forms(folder: str | None) -> list[str]:
 
 def _known_folders() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(folder, its name) to name, and (folder, its name) whose paths are cut to their last part."""
-    from workbench.evaluate.build import cache_root
+    from workbench.evaluate.build.nvcc import cache_root
     from workbench.paths import project_root
 
     named = [
@@ -206,7 +206,7 @@ def local_file(value: str | None, cache_dir: Path | None = None) -> Path | None:
     if not re.fullmatch(_KEY, key) or not parts or ".." in parts or PurePosixPath(rest).is_absolute():
         return None
     if cache_dir is None:
-        from workbench.evaluate.build import cache_root
+        from workbench.evaluate.build.nvcc import cache_root
 
         cache_dir = cache_root()
     found = cache_dir / key[:2] / key / Path(*parts)

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from workbench.evaluate.lineinfo import line_table
+from workbench.evaluate.build.lineinfo import line_table
 from workbench.evaluate.result import EvalResult
 from workbench.session.hostpaths import local_file
 

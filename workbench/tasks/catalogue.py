@@ -109,6 +109,10 @@ class Task:
     def min_bytes(self, workload: Workload) -> float:
         return cost.min_bytes(self.definition, workload.axes, self.facts)
 
+    def smallest_workload(self) -> Workload:
+        """The cheapest workload: where memcheck's call runs (it is slow per kernel)."""
+        return min(self.workloads, key=lambda workload: self.flops(workload) or self.min_bytes(workload))
+
     def speed_of_light_ms(self, workload: Workload) -> dict[str, float]:
         work = self.flops(workload)
         if work is None or self.facts is None:

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Literal
 
 from workbench.agent.extract import extract_kernel
-from workbench.evaluate.lineinfo import LineTable, line_table
+from workbench.evaluate.build.lineinfo import LineTable, line_table
+from workbench.evaluate.build.sass import disassemble
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.result import EvalResult, Status
-from workbench.evaluate.sass import disassemble
-from workbench.evaluate.toolchain import find_tool
 from workbench.session.hostpaths import local_file
 from workbench.tui.document import CodeDocument
 from workbench.tui.model import TurnView

@@ -7,10 +7,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from workbench.evaluate.demangle import demangle
-from workbench.evaluate.lineinfo import LineTable, listing_lines
+from workbench.evaluate.build.lineinfo import LineTable, listing_lines
+from workbench.evaluate.gpu.demangle import demangle
+from workbench.evaluate.gpu.source_counters import listing_instructions, match_listing
 from workbench.evaluate.result import InstructionCounts
-from workbench.evaluate.source_counters import listing_instructions, match_listing
 from workbench.tui.families import TAGS, mark_lines
 
 # cuobjdump prints each instruction's encoding as a trailing comment and a second comment-only

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from workbench.evaluate.sass import FAMILIES
-from workbench.evaluate.source_text import without_comments
+from workbench.evaluate.build.sass import FAMILIES
+from workbench.evaluate.build.source_text import without_comments
 
 # family -> SASS opcode alternatives, from the static tier's own table.
 _SASS: dict[str, str] = {family: "|".join(sorted(ops)) for family, ops in FAMILIES.items()}

@@ -11,7 +11,7 @@ def refuse_without_gpu(executor: str) -> None:
     """
     if executor != "local":
         return
-    from workbench.evaluate.worker import list_gpus
+    from workbench.evaluate.gpu.worker import list_gpus
 
     if not list_gpus():
         raise UserError(

@@ -14,11 +14,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.evaluate.build import compile_source
-from workbench.evaluate.lineinfo import LineTable, line_table
+from workbench.evaluate.build.lineinfo import LineTable, line_table
+from workbench.evaluate.build.nvcc import compile_source
+from workbench.evaluate.build.sass import disassemble, parse_sass
+from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.result import StaticStage, Status
-from workbench.evaluate.sass import disassemble, parse_sass
-from workbench.evaluate.toolchain import find_tool
 from workbench.tasks.targets import get_target
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from workbench.evaluate.abi import expected_parameters
+from workbench.evaluate.build.abi import expected_parameters
 from workbench.tasks.models import Definition
 
 # The POD type a 0-d spec's dtype arrives as.

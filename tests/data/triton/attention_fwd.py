@@ -11,8 +11,19 @@ LOG2E = 1.4426950408889634
 
 @triton.jit
 def attention_fwd(
-    Q, K, V, O, LSE, S, scale_log2, stride_bh, stride_s,
-    CAUSAL: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    Q,
+    K,
+    V,
+    O,
+    LSE,
+    S,
+    scale_log2,
+    stride_bh,
+    stride_s,
+    CAUSAL: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     start_m = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
@@ -51,6 +62,19 @@ def run(Q, K, V, O, LSE):
     B, H, S, D = Q.shape
     grid = (triton.cdiv(S, 128), B * H)
     attention_fwd[grid](
-        Q, K, V, O, LSE, S, LOG2E / math.sqrt(D), Q.stride(1), Q.stride(2),
-        CAUSAL=False, D=D, BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2,
+        Q,
+        K,
+        V,
+        O,
+        LSE,
+        S,
+        LOG2E / math.sqrt(D),
+        Q.stride(1),
+        Q.stride(2),
+        CAUSAL=False,
+        D=D,
+        BLOCK_M=128,
+        BLOCK_N=64,
+        num_warps=8,
+        num_stages=2,
     )

@@ -1,4 +1,3 @@
-import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
@@ -12,7 +11,9 @@ from triton.tools.tensor_descriptor import TensorDescriptor
     key=["M", "N", "K"],
 )
 @triton.jit
-def gemm_tma(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def gemm_tma(
+    a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr
+):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)

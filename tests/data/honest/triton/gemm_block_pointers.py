@@ -2,15 +2,15 @@
 a helper @triton.jit function, typing annotations, `math` for the grid, one fixed config."""
 
 import math
-from typing import Tuple
 
-import torch
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, off_m, off_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def store_tile(
+    c_ptr, acc, M, N, stride_cm, stride_cn, off_m, off_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
     c_block = tl.make_block_ptr(
         base=c_ptr, shape=(M, N), strides=(stride_cm, stride_cn), offsets=(off_m, off_n),
         block_shape=(BLOCK_M, BLOCK_N), order=(1, 0),
@@ -34,7 +34,7 @@ def gemm_block_ptr_kernel(
         block_shape=(BLOCK_K, BLOCK_N), order=(0, 1),
     )  # fmt: skip
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for _ in range(0, tl.cdiv(K, BLOCK_K)):
+    for _ in range(tl.cdiv(K, BLOCK_K)):
         a = tl.load(a_block, boundary_check=(0, 1))
         b = tl.load(b_block, boundary_check=(0, 1))
         acc += tl.dot(a, b)
@@ -43,7 +43,7 @@ def gemm_block_ptr_kernel(
     store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N)
 
 
-def _grid(M: int, N: int, block: Tuple[int, int]) -> Tuple[int, int]:
+def _grid(M: int, N: int, block: tuple[int, int]) -> tuple[int, int]:
     return (math.ceil(M / block[0]), math.ceil(N / block[1]))
 
 

@@ -1,4 +1,4 @@
-"""The judge: `python -m workbench.evaluate.judge`, a process no candidate ever runs in.
+"""The judge: `python -m workbench.evaluate.gpu.judge`, a process no candidate ever runs in.
 
 The worker starts one and keeps it across candidates. For each candidate it copies the inputs and
 outputs out of the candidate's process (`exchange.py`) while that process is stopped, runs the task's
@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from workbench.evaluate import sandbox
-from workbench.evaluate.correctness import (
+from workbench.evaluate.gpu import sandbox
+from workbench.evaluate.gpu.correctness import (
     PASSED,
     bits,
     changed_inputs,
@@ -36,8 +36,8 @@ from workbench.evaluate.correctness import (
     passes_quickly,
     same_kind,
 )
-from workbench.evaluate.exchange import ExchangeError, Importer
-from workbench.evaluate.inputs import (
+from workbench.evaluate.gpu.exchange import ExchangeError, Importer
+from workbench.evaluate.gpu.inputs import (
     DTYPES,
     compile_reference,
     derive,
@@ -46,7 +46,7 @@ from workbench.evaluate.inputs import (
     scalar_inputs,
     shape_of,
 )
-from workbench.evaluate.isolation import ChildChannel
+from workbench.evaluate.gpu.isolation import ChildChannel
 
 DERIVED_ATOL = 1e-3  # the fast forward of a timed call, redrawn here: the same kernels on the same inputs
 
@@ -205,8 +205,8 @@ class Judge:
 
 
 def _time_primary_baseline(spec: dict, device: str) -> float:
-    from workbench.evaluate.baselines import make_baselines
-    from workbench.evaluate.inputs import fill_inputs
+    from workbench.evaluate.gpu.baselines import make_baselines
+    from workbench.evaluate.gpu.inputs import fill_inputs
 
     baselines, _ = make_baselines(spec, device)
     if not baselines:

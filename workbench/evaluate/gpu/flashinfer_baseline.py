@@ -4,7 +4,7 @@ forward, and the first of the paged and ragged GQA tasks (its batch wrappers).
 FlashInfer compiles its kernels on first use (93 s for the Hopper prefill on the H200's 16 cores), which
 must never happen inside a candidate's timing stage, and a baseline that crashes takes the candidate's
 process with it (the baselines run interleaved in that process). So the baseline is offered only after
-`python -m workbench.evaluate.flashinfer_baseline --warm` has compiled the prefill for the head dim on
+`python -m workbench.evaluate.gpu.flashinfer_baseline --warm` has compiled the prefill for the head dim on
 this host and checked it against torch SDPA; that check leaves a marker per FlashInfer version. The
 batch wrappers likewise, after `--warm-batch` ran each on its task's small workload and matched the
 task's own reference (a marker per wrapper and version).
@@ -60,7 +60,7 @@ def readiness(head_dim: int) -> str:
     if not ready:
         return (
             f"FlashInfer's D={head_dim} prefill is not compiled and checked on this host "
-            "(python -m workbench.evaluate.flashinfer_baseline --warm)"
+            "(python -m workbench.evaluate.gpu.flashinfer_baseline --warm)"
         )
     return ""
 
@@ -118,7 +118,7 @@ def batch_readiness(kind: str) -> str:
     if not _marker_named(kind).is_file():
         return (
             f"FlashInfer's {BATCH_NAMES[kind]} is not compiled and checked on this host "
-            "(python -m workbench.evaluate.flashinfer_baseline --warm-batch)"
+            "(python -m workbench.evaluate.gpu.flashinfer_baseline --warm-batch)"
         )
     return ""
 
@@ -176,7 +176,7 @@ def warm_batch() -> int:
     LSE with the task's reference (atol = rtol = 1e-2, the task's rule); a marker per wrapper that matched."""
     import json
 
-    from workbench.evaluate.inputs import compile_reference, make_inputs, run_reference, scalar_inputs
+    from workbench.evaluate.gpu.inputs import compile_reference, make_inputs, run_reference, scalar_inputs
     from workbench.paths import tasks_dir
 
     failures = 0

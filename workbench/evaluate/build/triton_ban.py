@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from workbench.evaluate.ban import BanFinding
+from workbench.evaluate.build.ban import BanFinding
 
 # Modules a candidate may import (`import X` or `import X as Y` for the triton ones).
 ALLOWED_MODULES = frozenset(

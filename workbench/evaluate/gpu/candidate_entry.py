@@ -1,4 +1,4 @@
-"""The candidate's processes: `python -m workbench.evaluate.child [serve | once DIR WORKER_PID]`.
+"""The candidate's processes: `python -m workbench.evaluate.gpu.candidate_entry [serve | once DIR WORKER_PID]`.
 
 `serve` (the default) is the runner (`runner.py`): started by the worker in its own session, once per
 candidate; it prepares torch, TVM-FFI and CUPTI before any candidate exists (so a spare can wait warm),
@@ -22,15 +22,15 @@ from pathlib import Path
 
 
 def serve() -> int:
-    from workbench.evaluate.isolation import HOLD_ENV, ChildChannel
+    from workbench.evaluate.gpu.isolation import HOLD_ENV, ChildChannel
 
     channel = ChildChannel()
     device = os.environ.get("PTXWB_DEVICE", "cuda")
     import torch
     import tvm_ffi  # noqa: F401
 
-    from workbench.evaluate.kernel_trace import open_trace
-    from workbench.evaluate.runner import Runner
+    from workbench.evaluate.gpu.kernel_trace import open_trace
+    from workbench.evaluate.gpu.runner import Runner
 
     if os.environ.get(HOLD_ENV):
         # Started while another candidate is profiled: no CUDA context until the worker says so.
@@ -94,7 +94,7 @@ def close_tool_doors(tool: str) -> None:
     nowhere else (Landlock), and, without capabilities, not through /proc into the worker's or the
     judge's pipes (they are not dumpable): the tool's report, the worker's replies and the code the next
     candidate's processes import stay out of its reach."""
-    from workbench.evaluate import sandbox
+    from workbench.evaluate.gpu import sandbox
 
     if tool != "ncu":
         sandbox.close_doors(no_writes=True)
@@ -111,9 +111,9 @@ def once(workdir: str, parent: int) -> int:
     import torch
     import tvm_ffi
 
-    from workbench.evaluate import sandbox
-    from workbench.evaluate.inputs import make_inputs, make_outputs
-    from workbench.evaluate.isolation import HOLD_ENV, TOOL_ENV
+    from workbench.evaluate.gpu import sandbox
+    from workbench.evaluate.gpu.inputs import make_inputs, make_outputs
+    from workbench.evaluate.gpu.isolation import HOLD_ENV, TOOL_ENV
 
     folder = Path(workdir)
     _close_tool_logs()
@@ -131,7 +131,7 @@ def once(workdir: str, parent: int) -> int:
     outputs = make_outputs(spec)
     opened = None
     if spec.get("triton_entry"):
-        from workbench.evaluate import triton_runtime
+        from workbench.evaluate.gpu import triton_runtime
 
         opened = triton_runtime.open_candidate(Path(spec["triton_entry"]))
     torch.cuda.synchronize()

@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from workbench.evaluate.ban import refusal_of, scan
-from workbench.evaluate.demangle import demangle
-from workbench.evaluate.isolation import signal_group
-from workbench.evaluate.link_policy import BinutilsMissing, LinkReport, check_library
+from workbench.evaluate.build.ban import refusal_of, scan
+from workbench.evaluate.gpu.demangle import demangle
+from workbench.evaluate.gpu.isolation import signal_group
+from workbench.evaluate.build.link_policy import BinutilsMissing, LinkReport, check_library
 from workbench.evaluate.result import BuildStage, CompilerWarning, KernelResources, Status
-from workbench.evaluate.sass import SASS_NAME, disassemble
-from workbench.evaluate.symbol_origin import origin
-from workbench.evaluate.toolchain import find_tool
-from workbench.evaluate.tvm_ffi_symbols import Refusal
+from workbench.evaluate.build.sass import SASS_NAME, disassemble
+from workbench.evaluate.build.symbol_origin import origin
+from workbench.evaluate.gpu.toolchain import find_tool
+from workbench.evaluate.build.tvm_ffi_symbols import Refusal
 from workbench.tasks.targets import Target
 
 CACHE_FORMAT = 4  # bump when the cache entry layout or the parsed report changes

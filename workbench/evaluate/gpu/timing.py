@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from workbench.evaluate.trace_checks import Attributed, foreign_names
+from workbench.evaluate.gpu.trace_checks import Attributed, foreign_names
 
 # Datasheet peaks (dense bf16 and FP8 tensor rates in TFLOP/s, HBM bandwidth in TB/s) by the device
 # name's model: the bound no honest kernel beats. Kept here, standard library only;

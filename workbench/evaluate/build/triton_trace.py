@@ -1,7 +1,7 @@
 """The trace of a Triton candidate, in a child process: its `run` called on meta tensors, each kernel it
 launches compiled for the target and kept as PTX, every torch operation it performs recorded.
 
-`python -m workbench.evaluate.triton_trace REQUEST.json`, started by `triton_build` with a scrubbed
+`python -m workbench.evaluate.build.triton_trace REQUEST.json`, started by `triton_build` with a scrubbed
 environment in a folder of its own. No GPU is needed: the inputs and outputs are meta tensors (shape,
 strides and dtype, no memory), Triton's driver is replaced by a static one that names the target
 (`GPUTarget("cuda", 90, 32)` for sm_90a), and every launch becomes Triton's own warm-up (compile, do not
@@ -43,9 +43,9 @@ from triton.runtime import driver
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction
 
-from workbench.evaluate import sandbox
-from workbench.evaluate.inputs import DTYPES
-from workbench.evaluate.triton_ban import LAUNCH_OPTIONS
+from workbench.evaluate.gpu import sandbox
+from workbench.evaluate.gpu.inputs import DTYPES
+from workbench.evaluate.build.triton_ban import LAUNCH_OPTIONS
 
 MODULE_NAME = "ptxwb_candidate"
 # Uninitialised allocation: no kernel runs. Views (`func.is_view`) pass too.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from workbench.evaluate.tvm_ffi_symbols import Refusal
+from workbench.evaluate.build.tvm_ffi_symbols import Refusal
 
 # The toolkit's own headers. libcu++ (`cuda/...`: barrier, pipeline, ptx, std; `nv/target`) is allowed:
 # it wraps single PTX instructions and ships no kernels. CUB and Thrust are libraries of kernels: not allowed.

@@ -36,34 +36,34 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from workbench.evaluate import sandbox
-from workbench.evaluate.baselines import Baseline, input_buffers, make_baselines
-from workbench.evaluate.exchange import Exporter
-from workbench.evaluate.fingerprint import changes, fingerprint
-from workbench.evaluate.inputs import fill_inputs, fill_poison, make_outputs, scalar_inputs
-from workbench.evaluate.isolation import ChildChannel, error_line
-from workbench.evaluate.kernel_trace import KernelTrace, _Trace
-from workbench.evaluate.l2_reset import PersistingL2
+from workbench.evaluate.gpu import sandbox
+from workbench.evaluate.gpu.baselines import Baseline, input_buffers, make_baselines
+from workbench.evaluate.gpu.exchange import Exporter
+from workbench.evaluate.gpu.fingerprint import changes, fingerprint
+from workbench.evaluate.gpu.inputs import fill_inputs, fill_poison, make_outputs, scalar_inputs
+from workbench.evaluate.gpu.isolation import ChildChannel, error_line
+from workbench.evaluate.gpu.kernel_trace import KernelTrace, _Trace
+from workbench.evaluate.gpu.l2_reset import PersistingL2
 
 if TYPE_CHECKING:
-    from workbench.evaluate.triton_runtime import Opened
+    from workbench.evaluate.gpu.triton_runtime import Opened
 
 # Checked after every call: the code on the path of a call and its reply.
 HARNESS_MODULES = (
-    "workbench.evaluate.runner",
-    "workbench.evaluate.l2_reset",
-    "workbench.evaluate.kernel_trace",
-    "workbench.evaluate.fingerprint",
-    "workbench.evaluate.isolation",
+    "workbench.evaluate.gpu.runner",
+    "workbench.evaluate.gpu.l2_reset",
+    "workbench.evaluate.gpu.kernel_trace",
+    "workbench.evaluate.gpu.fingerprint",
+    "workbench.evaluate.gpu.isolation",
     "json.encoder",
 )
 # Checked after each correctness call and at the end of timing as well (about 1000 functions: too many
 # for every timed call): the rest of the harness and the libraries it leans on.
 LIBRARY_MODULES = (
-    "workbench.evaluate.exchange",
-    "workbench.evaluate.inputs",
-    "workbench.evaluate.baselines",
-    "workbench.evaluate.sandbox",
+    "workbench.evaluate.gpu.exchange",
+    "workbench.evaluate.gpu.inputs",
+    "workbench.evaluate.gpu.baselines",
+    "workbench.evaluate.gpu.sandbox",
     "json",
     "json.decoder",
     "torch.cuda",
@@ -192,7 +192,7 @@ class Runner:
         self.marker.add_(1)
         self.exporter.warm()
         if spec.get("triton_entry"):
-            from workbench.evaluate import triton_runtime
+            from workbench.evaluate.gpu import triton_runtime
 
             self.triton = triton_runtime.open_candidate(Path(spec["triton_entry"]))
         self.synchronize()

@@ -1,7 +1,7 @@
 """A tool (Nsight Compute, compute-sanitizer) around one call of a candidate, started before the candidate
 exists.
 
-The tool starts `python -m workbench.evaluate.child once DIR WORKER_PID`, which imports torch and makes
+The tool starts `python -m workbench.evaluate.gpu.candidate_entry once DIR WORKER_PID`, which imports torch and makes
 its CUDA context (seconds under a tool) while the worker waits for the next candidate. The worker then
 hands it the candidate (`request.json`: library and spec, written when the candidate begins, so the
 inputs are made while correctness runs) and, when the tier begins, the `go` file: the child calls the
@@ -21,10 +21,10 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from workbench.evaluate.demangle import demangle
-from workbench.evaluate.isolation import HOLD_ENV, TOOL_ENV, CappedOutput, kill_group
-from workbench.evaluate.profile import import_commands, ncu_command, report_file
-from workbench.evaluate.source_counters import SourcePageError, own_kernels, parse_source_page, stored
+from workbench.evaluate.gpu.demangle import demangle
+from workbench.evaluate.gpu.isolation import HOLD_ENV, TOOL_ENV, CappedOutput, kill_group
+from workbench.evaluate.gpu.profile import import_commands, ncu_command, report_file
+from workbench.evaluate.gpu.source_counters import SourcePageError, own_kernels, parse_source_page, stored
 
 SANITIZER_EXIT = 86  # compute-sanitizer's exit status when it found errors (--error-exitcode)
 IMPORT_TIMEOUT_S = 120.0  # `ncu -i` printing one page of an exported report

@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.evaluate.ban import includes
+from workbench.evaluate.build.ban import includes
 
 _FUNCTION = re.compile(r"^[0-9a-f]+ <(.+)>:$")
 _FRAME = re.compile(r"^(?:\s*\(inlined by\)\s*|0x[0-9a-f]+:\s*)(.+?):(\d+|\?)")

@@ -17,7 +17,7 @@ import math
 import statistics
 from collections import Counter
 
-from workbench.evaluate.trace_checks import Kernel
+from workbench.evaluate.gpu.trace_checks import Kernel
 
 # The profiled call's kernel time over the timed calls' median may lie within this factor either way.
 # Measured on the H200 for the reference kernels (benchmarks/results/): see DURATION_NOTE.

@@ -14,7 +14,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from workbench.evaluate.toolchain import find_tool
+from workbench.evaluate.gpu.toolchain import find_tool
 
 SOURCE_FILE = "kernel.cu"  # what the build names the candidate's source
 

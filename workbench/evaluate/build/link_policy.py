@@ -23,7 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.evaluate.tvm_ffi_symbols import Refusal, rule_for
+from workbench.evaluate.build.tvm_ffi_symbols import Refusal, rule_for
 
 GLIBC_ALLOWED = frozenset(
     [

@@ -1,4 +1,4 @@
-"""The GPU worker: `python -m workbench.evaluate.worker`, JSON lines on stdin/stdout.
+"""The GPU worker: `python -m workbench.evaluate.gpu.worker`, JSON lines on stdin/stdout.
 
 One worker serves many candidates. Per candidate it drives four processes and judges from what they
 hand back, so nothing that decides a verdict runs where the candidate runs:
@@ -41,16 +41,16 @@ import sys
 import time
 from pathlib import Path
 
-from workbench.evaluate import sandbox
-from workbench.evaluate.agreement import agreement
-from workbench.evaluate.call_seeds import call_seed, new_secret
-from workbench.evaluate.isolation import HOLD_ENV, Child, Reply, describe_exit, first_useful_line
-from workbench.evaluate.kernel_names import module_kernels
-from workbench.evaluate.profile import dynamic_stage, parse_raw_csv
-from workbench.evaluate.sanitizer import memcheck_message
-from workbench.evaluate.timing import timed_iterations, timing_stage
-from workbench.evaluate.tool_process import ProfiledProcess, SanitizedProcess
-from workbench.evaluate.trace_checks import attribute, call_problem
+from workbench.evaluate.gpu import sandbox
+from workbench.evaluate.gpu.agreement import agreement
+from workbench.evaluate.gpu.call_seeds import call_seed, new_secret
+from workbench.evaluate.gpu.isolation import HOLD_ENV, Child, Reply, describe_exit, first_useful_line
+from workbench.evaluate.gpu.kernel_names import module_kernels
+from workbench.evaluate.gpu.profile import dynamic_stage, parse_raw_csv
+from workbench.evaluate.gpu.sanitizer import memcheck_message
+from workbench.evaluate.gpu.timing import timed_iterations, timing_stage
+from workbench.evaluate.gpu.tool_process import ProfiledProcess, SanitizedProcess
+from workbench.evaluate.gpu.trace_checks import attribute, call_problem
 
 PROTOCOL = 2
 # The order the GPU tiers run in: timing before the dynamic tier, whose proof is checked against the
@@ -70,7 +70,7 @@ RECORDED_CALLS = 3  # checked timed calls kept in the verdict when all passed
 
 
 def find_tool_path(name: str) -> str | None:
-    from workbench.evaluate.toolchain import find_tool
+    from workbench.evaluate.gpu.toolchain import find_tool
 
     path = find_tool(name)
     return str(path) if path else None
@@ -88,15 +88,15 @@ def list_gpus() -> list[str]:
 
 
 def child_argv() -> list[str]:
-    return [sys.executable, "-m", "workbench.evaluate.child"]
+    return [sys.executable, "-m", "workbench.evaluate.gpu.candidate_entry"]
 
 
 def judge_argv() -> list[str]:
-    return [sys.executable, "-m", "workbench.evaluate.judge"]
+    return [sys.executable, "-m", "workbench.evaluate.gpu.judge"]
 
 
 def worker_argv() -> list[str]:
-    return [sys.executable, "-m", "workbench.evaluate.worker"]
+    return [sys.executable, "-m", "workbench.evaluate.gpu.worker"]
 
 
 def profiling_refusal(sandboxed: bool, landlock: int) -> str | None:
@@ -612,7 +612,7 @@ class Worker:
 
     def ncu_version(self) -> str:
         if self._ncu_version is None:
-            from workbench.evaluate.toolchain import tool_version
+            from workbench.evaluate.gpu.toolchain import tool_version
 
             self._ncu_version = tool_version("ncu") or "unknown"
         return self._ncu_version

@@ -37,13 +37,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.evaluate.ban import BanFinding
-from workbench.evaluate.build import cache_root, first_errors, parse_ptxas, warning_summary
-from workbench.evaluate.gpu_spec import smallest_workload
-from workbench.evaluate.isolation import signal_group
+from workbench.evaluate.build.ban import BanFinding
+from workbench.evaluate.build.nvcc import cache_root, first_errors, parse_ptxas, warning_summary
+from workbench.evaluate.gpu.isolation import signal_group
 from workbench.evaluate.result import BuildStage, KernelResources, Status
-from workbench.evaluate.sass import SASS_NAME, disassemble
-from workbench.evaluate.triton_ban import scan
+from workbench.evaluate.build.sass import SASS_NAME, disassemble
+from workbench.evaluate.build.triton_ban import scan
 from workbench.tasks import Target, Task, Workload
 from workbench.tasks.devices import DEVICES
 
@@ -106,7 +105,7 @@ def trace_spec(task: Task, workload: Workload) -> dict:
     kernels the build compiled may run (`triton_runtime`), so both are traced, compiled and judged."""
     tensors = _call_tensors(task, workload)
     calls = [tensors]
-    smallest = smallest_workload(task)
+    smallest = task.smallest_workload()
     if smallest.uuid != workload.uuid:
         calls.append(_call_tensors(task, smallest))
     return {"names": [t["name"] for t in tensors], "tensors": tensors, "calls": calls}
@@ -421,7 +420,7 @@ async def _build_in(
         "writable": str(work),
     }
     (work / "request.json").write_text(json.dumps(request))
-    command = [sys.executable, "-m", "workbench.evaluate.triton_trace", str(work / "request.json")]
+    command = [sys.executable, "-m", "workbench.evaluate.build.triton_trace", str(work / "request.json")]
     started = time.perf_counter()
     finished = await run_tool(command, work, timeout_s, _child_env(work))
     output = finished.output.replace(f"{work}/", "")

@@ -26,7 +26,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from workbench.evaluate.occupancy import LIMITS, theoretical_occupancy
+from workbench.evaluate.gpu.occupancy import LIMITS, theoretical_occupancy
 
 TENSOR_FLOPS_METRIC = {"hopper": "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum"}
 # The tensor-pipe metric that counts a required family's work, where it is not the target's own.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from workbench.evaluate.inputs import DTYPES, compile_reference, fill_poison, scalar_inputs, shape_of
+from workbench.evaluate.gpu.inputs import DTYPES, compile_reference, fill_poison, scalar_inputs, shape_of
 
 
 @dataclass
@@ -109,7 +109,7 @@ def make_baselines(spec: dict, device: str = "cuda") -> tuple[list[Baseline], li
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     if family == "attention_forward":
-        from workbench.evaluate import flashinfer_baseline
+        from workbench.evaluate.gpu import flashinfer_baseline
 
         q, k, v = inputs["Q"], inputs["K"], inputs["V"]
         baselines = [_returning("cuDNN SDPA", inputs, lambda: forward(q, k, v))]
@@ -194,7 +194,7 @@ def _scaled_mm_blockwise(spec: dict, inputs: dict[str, torch.Tensor], device: st
 
 def _flashinfer(kind: str) -> Callable[[dict, dict[str, torch.Tensor], str], Baseline]:
     def make(spec: dict, inputs: dict[str, torch.Tensor], device: str) -> Baseline:
-        from workbench.evaluate import flashinfer_baseline
+        from workbench.evaluate.gpu import flashinfer_baseline
 
         missing = flashinfer_baseline.batch_readiness(kind)
         if missing:

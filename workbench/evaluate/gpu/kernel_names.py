@@ -16,7 +16,7 @@ def module_kernels(library: str, sass_path: str | None = None) -> list[str] | No
     library; [] when it defines none (then every kernel it launches is foreign), None when unknown."""
     if sass_path and Path(sass_path).is_file():
         return sorted(set(_FUNCTION.findall(Path(sass_path).read_text(errors="replace"))))
-    from workbench.evaluate.toolchain import find_tool
+    from workbench.evaluate.gpu.toolchain import find_tool
 
     tool = find_tool("cuobjdump")
     if tool is None:
