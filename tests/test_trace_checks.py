@@ -13,7 +13,7 @@ from pathlib import Path
 from build_support import needs_nvcc
 
 from workbench.evaluate.build.nvcc import compile_source
-from workbench.evaluate.gpu.agreement import agreement
+from workbench.evaluate.gpu.agreement import agreement, profiled_over_timed
 from workbench.evaluate.gpu.kernel_names import module_kernels
 from workbench.evaluate.gpu.trace_checks import Kernel, attribute, call_problem
 from workbench.evaluate.result import Status
@@ -125,6 +125,14 @@ def test_other_kernels_under_the_profiler_are_a_mismatch() -> None:
 def test_a_profiled_path_far_faster_than_the_timed_one_is_a_mismatch() -> None:
     message, figures = agreement(_profiled(ns=1e5), [_timed(), _timed()], {OWN})
     assert "another path" in message and figures["profiled_ms"] < figures["timed_ms"]
+
+
+def test_every_verdict_keeps_the_profiled_over_timed_ratio_of_its_own_kernels() -> None:
+    other = "_Z5otherv"
+    timed = [_timed() + _timed(other, ns=5_000_000), _timed(ns=1_200_000)]
+    assert profiled_over_timed(_profiled(ns=1.1e6), timed, {OWN}) == 1.0
+    assert profiled_over_timed(_profiled(ns=5e5), [_timed()], {OWN}) == 0.5
+    assert profiled_over_timed([{**_profiled()[0], "time_ns": None}], [_timed()], {OWN}) is None
 
 
 def test_a_field_ncu_did_not_report_is_not_compared() -> None:

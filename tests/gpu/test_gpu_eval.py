@@ -187,6 +187,9 @@ HOSTILES: dict[str, tuple[tuple[str, ...], int | None, str, str, Callable[[dict]
         "dynamic_not_executed",
         _message_has("no thread executed"),
     ),
+    # Its wgmma path runs only under the profiler (told apart by the gap since its first kernel ended),
+    # 9 % slower than the mma.sync path every timed call ran.
+    "profiler_gap": ((), None, "dynamic", "profile_mismatch", _message_has("another path")),
     "door_cublas": (("door", "simt"), None, "correctness", "foreign_kernel", _message_has("not defined in")),
     "oob_write": (("simt",), None, "correctness", "runtime_error", _message_has("memcheck", "past_the_end")),
     **{
@@ -310,6 +313,7 @@ def evaluate(runner: Runner, library: tuple[str, list[str]], spec: dict) -> dict
 
 
 def _check(stages: dict, stage_name: str, status: str, check: Callable[[dict], bool]) -> None:
+    print("profiled/timed:", stages.get("dynamic", {}).get("profiled_over_timed"))
     print(
         {
             k: (v["status"], v.get("message", "")[:240], round(v.get("duration_s") or 0, 2))

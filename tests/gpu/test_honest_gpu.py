@@ -69,7 +69,7 @@ def test_each_honest_hopper_kernel_passes_every_tier(judge: Judge, path: Path) -
         f"\n{path.name}: {result.status.value} · build {stages.build.status.value} · static"
         f" {stages.static.status.value} · correctness {stages.correctness.status.value} · dynamic"
         f" {stages.dynamic.status.value} (tensor share {stages.dynamic.tensor_share}, other paths"
-        f" {stages.dynamic.other_work_share}) · timing"
+        f" {stages.dynamic.other_work_share}, profiled/timed {stages.dynamic.profiled_over_timed}) · timing"
         f" {timing.status.value} (speedup {timing.speedup}) · {result.message}"
     )
     assert stages.build.status == Status.passed, f"{stages.build.message} {stages.build.errors[:3]}"

@@ -143,6 +143,10 @@ class DynamicStage(StageBase):
         default=None,
         description="FLOPs other math instructions did (a lower bound from thread counts) over the task's",
     )
+    profiled_over_timed: float | None = Field(
+        default=None,
+        description="the profiled call's own kernel time over the timed calls' median (agreement.py bounds it)",
+    )
     ignored_kernels: list[str] = Field(
         default_factory=list, description="profiled in the call but not the candidate's own: never counted"
     )

@@ -59,6 +59,29 @@ def _describe(signature: Counter) -> str:
     return "; ".join(parts[:3]) + (" ..." if len(parts) > 3 else "")
 
 
+def kernel_times(profiled: list[dict], timed_calls: list[list[Kernel]]) -> tuple[float, float] | None:
+    """(the profiled call's kernel time, the timed calls' median), ms; None where ncu gave no times."""
+    profiled_ns = [launch["time_ns"] for launch in profiled if launch.get("time_ns")]
+    if len(profiled_ns) != len(profiled) or not profiled or not timed_calls:
+        return None
+    timed_ms = statistics.median(sum(k.end - k.start for k in call) / 1e6 for call in timed_calls)
+    return sum(profiled_ns) / 1e6, timed_ms
+
+
+def profiled_over_timed(
+    profiled: list[dict], timed_calls: list[list[Kernel]], own: set[str] | None
+) -> float | None:
+    """The profiled call's own kernel time over the timed calls' median: kept in every verdict, so the
+    spread honest kernels show (which bounds DURATION_FACTOR) is measured wherever kernels are judged."""
+    if own is not None:
+        profiled = [launch for launch in profiled if launch["name"] in own]
+        timed_calls = [[k for k in call if k.name in own] for call in timed_calls]
+    times = kernel_times(profiled, timed_calls)
+    if times is None or times[1] <= 0:
+        return None
+    return round(times[0] / times[1], 4)
+
+
 def agreement(
     profiled: list[dict], timed_calls: list[list[Kernel]], own: set[str] | None
 ) -> tuple[str, dict] | None:
@@ -81,11 +104,10 @@ def agreement(
                 ),
                 {"profiled_launches": _describe(want), "timed_launches": _describe(got)},
             )
-    profiled_ns = [launch["time_ns"] for launch in profiled if launch.get("time_ns")]
-    if len(profiled_ns) != len(profiled) or not profiled:
+    times = kernel_times(profiled, timed_calls)
+    if times is None:
         return None
-    profiled_ms = sum(profiled_ns) / 1e6
-    timed_ms = statistics.median(sum(k.end - k.start for k in call) / 1e6 for call in timed_calls)
+    profiled_ms, timed_ms = times
     figures = {"profiled_ms": profiled_ms, "timed_ms": timed_ms}
     if timed_ms > 0 and not (1 / DURATION_FACTOR <= profiled_ms / timed_ms <= DURATION_FACTOR):
         return (

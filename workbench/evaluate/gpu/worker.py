@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 from workbench.evaluate.gpu import sandbox
-from workbench.evaluate.gpu.agreement import agreement
+from workbench.evaluate.gpu.agreement import agreement, profiled_over_timed
 from workbench.evaluate.gpu.call_seeds import call_seed, new_secret
 from workbench.evaluate.gpu.isolation import HOLD_ENV, Child, Reply, describe_exit, first_useful_line
 from workbench.evaluate.gpu.kernel_names import module_kernels
@@ -569,6 +569,7 @@ class Session:
             if problem:
                 stage["message"] += f" [no per-instruction counts: {problem}]"
         if self.timed_calls:
+            stage["profiled_over_timed"] = profiled_over_timed(launches, self.timed_calls, self.own)
             disagreement = agreement(launches, self.timed_calls, self.own)
             if disagreement is not None:
                 stage["status"], stage["message"] = "profile_mismatch", disagreement[0]
