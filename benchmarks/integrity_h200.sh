@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The hardened verdict on a Hopper host, one step per argument, each with its own time limit, logs under $OUT:
 #   tests       the GPU tests (fault corpus, hostile corpus, honest kernels through every tier)
+#   honest      the honest corpus through every tier, into honest.log (with each kernel's profiled/timed ratio)
 #   files       the GPU tests of $TEST_FILES (e.g. tests/gpu/test_gpu_triton.py), into gpu_files.log
 #   costs       benchmarks/integrity_costs.py (references: stage costs, speedups against 2026-11-29)
 #   pm          benchmarks/pm_sampling_probe.py (can tensor work be counted in the timed process?)
@@ -18,6 +19,10 @@ for step in "$@"; do
       timeout "${TESTS_S:-420}" python3 -m pytest -m gpu -n 0 -v -s -p no:cacheprovider tests/gpu/test_gpu_eval.py ${PYTEST_K:+-k "$PYTEST_K"} >"$out/gpu_tests.log" 2>&1
       echo "gpu tests exit $?" | tee -a "$out/summary.log"
       grep -E 'PASSED|FAILED|ERROR|passed|failed' "$out/gpu_tests.log" | tail -45 | tee -a "$out/summary.log" ;;
+    honest)
+      timeout "${HONEST_S:-240}" python3 -m pytest -m gpu -n 0 -v -s -p no:cacheprovider tests/gpu/test_honest_gpu.py >"$out/honest.log" 2>&1
+      echo "honest corpus exit $?" | tee -a "$out/summary.log"
+      grep -E 'profiled/timed|FAILED|ERROR|passed|failed' "$out/honest.log" | cut -c1-400 | tail -25 | tee -a "$out/summary.log" ;;
     files)
       timeout "${FILES_S:-300}" python3 -m pytest -m gpu -n 0 -v -s -p no:cacheprovider $TEST_FILES >"$out/gpu_files.log" 2>&1
       echo "gpu tests of $TEST_FILES exit $?" | tee -a "$out/summary.log"
