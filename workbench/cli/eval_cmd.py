@@ -14,13 +14,7 @@ import typer
 
 from workbench.errors import UserError
 from workbench.evaluate.executors import KNOWN, make_executor
-from workbench.evaluate.request import (
-    LANGUAGES,
-    EvalRequest,
-    Language,
-    require_executor_for,
-    require_profile_for,
-)
+from workbench.evaluate.request import LANGUAGES, EvalRequest, Language, RunSettings
 from workbench.evaluate.result import EvalResult
 from workbench.evaluate.solution import read_candidate
 from workbench.tasks import TARGETS, get_target
@@ -87,26 +81,8 @@ def eval_candidate(
     """Build and judge one candidate kernel for a task and a target."""
     if as_json and feedback:
         raise UserError("--json and --feedback are two renderings of the one verdict: give one of them")
-    if not compile_timeout > 0:  # also NaN
-        raise UserError(f"--compile-timeout must be a positive number of seconds (got {compile_timeout:g})")
-    if timeout is not None and not timeout > 0:
-        raise UserError(f"--timeout must be a positive number of seconds (got {timeout:g})")
-    if seed is not None and not 0 <= seed < 2**62:
-        raise UserError(f"--seed must be a verdict's seed, 0 to 2^62 - 1 (got {seed})")
-    source, solution = read_candidate(candidate)
-    task_name = task or (solution.definition if solution else None)
-    if task_name is None:
-        raise UserError("--task is required for a .cu or .py file")
-    target_name = get_target(target).name
-    language = language or ("triton" if candidate.suffix == ".py" else "cuda")
-    require_executor_for(language, executor)
-    require_profile_for(source_counters, executor)
-    runner = make_executor(executor)
-    request = EvalRequest(
-        task=task_name,
-        target=target_name,
-        source=source,
-        language=language,
+    settings = RunSettings(  # checked here, before any file is read: bad input is one line
+        language=language or ("triton" if candidate.suffix == ".py" else "cuda"),
         workload=workload,
         compile_timeout_s=compile_timeout,
         call_timeout_s=timeout,
@@ -114,6 +90,14 @@ def eval_candidate(
         seed=seed,
         source_counters=source_counters,
     )
+    source, solution = read_candidate(candidate)
+    task_name = task or (solution.definition if solution else None)
+    if task_name is None:
+        raise UserError("--task is required for a .cu or .py file")
+    target_name = get_target(target).name
+    settings.require_executor(executor)
+    runner = make_executor(executor)
+    request = EvalRequest.of(settings, task_name, target_name, source)
 
     async def judge() -> EvalResult:
         try:
@@ -125,7 +109,8 @@ def eval_candidate(
     if solution is None and str(candidate) != "-":
         from workbench.tui.naming import named_for
 
-        result = named_for(result, str(candidate), language)  # the messages name the user's own file
+        # The messages name the user's own file.
+        result = named_for(result, str(candidate), request.language)
     if as_json:
         print(result.model_dump_json(indent=2))
     elif feedback:

@@ -21,7 +21,7 @@ from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import ChatMessage, HumanWriter, Model, make_model
 from workbench.errors import UserError
 from workbench.evaluate.executors import make_executor
-from workbench.evaluate.request import Language, require_executor_for, require_profile_for
+from workbench.evaluate.request import Language, RunSettings
 from workbench.paths import new_session_path
 from workbench.session.events import Candidate, Evaluation, Message, SessionEnd, SessionStart
 from workbench.tui.preflight import refuse_without_gpu
@@ -227,6 +227,7 @@ def run(
         raise UserError(
             "--pack-variant adds a file of the knowledge pack that --no-pack leaves out: give one of them"
         )
+    settings = RunSettings(language=language, workload=workload, source_counters=source_counters)
     config = agent_config(
         turns=turns,
         target_speedup=target_speedup,
@@ -235,12 +236,12 @@ def run(
         context=context,
         pack=not no_pack,
         pack_variant=pack_variant,
-        workload=workload,
-        language=language,
-        source_counters=source_counters,
+        # The agent's config keeps these three under the same names, for each turn's request.
+        workload=settings.workload,
+        language=settings.language,
+        source_counters=settings.source_counters,
     )
-    require_executor_for(language, executor)
-    require_profile_for(source_counters, executor)
+    settings.require_executor(executor)
     refuse_without_gpu(executor)
     out = out or new_session_path(task, target)
     console = Console(highlight=False)

@@ -130,7 +130,7 @@ def author(
 ) -> None:
     """Write a kernel in your own editor; each save is evaluated and the panes update."""
     from workbench.evaluate.executors import make_executor
-    from workbench.evaluate.request import require_executor_for, require_profile_for
+    from workbench.evaluate.request import RunSettings
     from workbench.jsonfile import read_text
     from workbench.tasks import get_target, resolve_task
     from workbench.tui.app import WorkbenchApp
@@ -145,9 +145,12 @@ def author(
         raise UserError(f"{kernel}: the file is empty (write a kernel in it, then run `ptxwb author` on it)")
     resolve_task(task).workload(workload)
     get_target(target)
-    language = language or ("triton" if kernel.suffix == ".py" else "cuda")
-    require_executor_for(language, executor)
-    require_profile_for(source_counters, executor)
+    settings = RunSettings(
+        language=language or ("triton" if kernel.suffix == ".py" else "cuda"),
+        workload=workload,
+        source_counters=source_counters,
+    )
+    settings.require_executor(executor)
     refuse_without_gpu(executor)
     driver = AuthorDriver(
         task=task,
@@ -155,8 +158,6 @@ def author(
         kernel=kernel,
         executor=make_executor(executor),
         out=out or new_session_path(task, target, prefix="author_"),
-        workload=workload,
-        language=language,
-        source_counters=source_counters,
+        settings=settings,
     )
     _run_app(lambda: WorkbenchApp.for_driver(driver, theme=theme), theme, driver)

@@ -16,7 +16,7 @@ from watchfiles import Change, awatch
 
 from workbench.agent.items import EvalProgress
 from workbench.errors import UserError
-from workbench.evaluate.request import EvalRequest, Executor, Language, Progress
+from workbench.evaluate.request import EvalRequest, Executor, Progress, RunSettings
 from workbench.session.events import Candidate, Evaluation, Event, SessionEnd, SessionStart
 from workbench.session.listings import carry
 from workbench.session.log import SessionWriter
@@ -35,19 +35,16 @@ class AuthorDriver(Driver):
         kernel: Path,
         executor: Executor,
         out: Path | None,
-        workload: str | None = None,
+        settings: RunSettings | None = None,
         debounce_ms: int = 300,
-        language: Language = "cuda",
-        source_counters: bool = False,
     ) -> None:
+        """`settings`: how every save is judged (checked by the command that made them)."""
         self.task = task
         self.target = target
         self.kernel = kernel.resolve()
         self.executor = executor
         self.session_path = out
-        self.workload = workload
-        self.language: Language = language
-        self.source_counters = source_counters
+        self.settings = settings or RunSettings()
         self.debounce_ms = debounce_ms
         self.turn = 0
         self.evaluating = False
@@ -68,9 +65,9 @@ class AuthorDriver(Driver):
             settings={
                 "executor": executor.name,
                 "kernel": self.kernel.name,  # the file's name only: no host path enters a session
-                "workload": workload,
-                "language": language,
-                "source_counters": source_counters,
+                "workload": self.settings.workload,
+                "language": self.settings.language,
+                "source_counters": self.settings.source_counters,
             },
         )
 
@@ -88,7 +85,7 @@ class AuthorDriver(Driver):
 
     @property
     def own_file(self) -> tuple[str, str] | None:
-        return self.kernel.name, self.language
+        return self.kernel.name, self.settings.language
 
     def can(self, action: str) -> bool:
         return action == "evaluate_now" and not self.evaluating
@@ -169,14 +166,7 @@ class AuthorDriver(Driver):
             item = EvalProgress(turn=turn, progress=step)
             loop.call_soon_threadsafe(lambda: asyncio.ensure_future(sink.ingest(item)))
 
-        request = EvalRequest(
-            task=self.task,
-            target=get_target(self.target).name,
-            source=source,
-            workload=self.workload,
-            language=self.language,
-            source_counters=self.source_counters,
-        )
+        request = EvalRequest.of(self.settings, self.task, get_target(self.target).name, source)
         try:
             result = await self.executor.evaluate(request, progress)
         except UserError:
