@@ -127,6 +127,16 @@ def test_a_profiled_path_far_faster_than_the_timed_one_is_a_mismatch() -> None:
     assert "another path" in message and figures["profiled_ms"] < figures["timed_ms"]
 
 
+def test_a_profiled_path_a_tenth_slower_is_a_mismatch_while_honest_jitter_is_not() -> None:
+    timed = [_timed(ns=6_000_000), _timed(ns=5_400_000), _timed(ns=5_460_000)]
+    message, _ = agreement(_profiled(ns=6.0e6), timed, {OWN}) or ("", {})
+    assert "another path" in message  # 6.0 ms profiled against 5.46 ms timed: 9.9 % apart
+    assert agreement(_profiled(ns=5.8e6), timed, {OWN}) is None  # 6 % apart
+    short = [_timed(ns=20_000), _timed(ns=20_000)]
+    assert agreement(_profiled(ns=2.6e4), short, {OWN}) is None  # 6 us on a 20 us kernel: launch jitter
+    assert agreement(_profiled(ns=3.0e4), short, {OWN}) is not None
+
+
 def test_every_verdict_keeps_the_profiled_over_timed_ratio_of_its_own_kernels() -> None:
     other = "_Z5otherv"
     timed = [_timed() + _timed(other, ns=5_000_000), _timed(ns=1_200_000)]
