@@ -147,6 +147,23 @@ def test_time_the_gpu_trace_does_not_show_is_a_wall_clock_mismatch() -> None:
     )
 
 
+def test_the_host_time_allowed_scales_with_a_short_kernel() -> None:
+    """A 20 us kernel may not hide 0.1 ms of host work (the old 0.15 ms floor let it); a ms-scale one
+    keeps a quarter of its span."""
+    decode = {**SPEC, "flops": None, "min_bytes": None}  # a tiny task: no speed of light in the way
+
+    def tiny(candidate_wall: float) -> dict:
+        walls = {"candidate": [candidate_wall] * 2, "0": [0.25] * 2}
+        return timing_stage(
+            attribute(trace([0.02] * 2, [0.02] * 2)), walls, {"0": "x"}, decode, {OWN}, "NVIDIA H200"
+        )
+
+    assert tiny(0.35)["status"] == "wall_clock_mismatch"
+    assert tiny(0.28)["status"] == "passed", tiny(0.28)["message"]
+    long = stage_for([2.0] * 2, [2.0] * 2, walls={"candidate": [2.6] * 2, "0": [2.1] * 2})
+    assert long["status"] == "passed", long["message"]
+
+
 def test_timed_iterations_fill_the_budget_between_the_minimum_and_the_cap() -> None:
     assert timed_iterations(50, 0.002, 0.3, 400) == 150
     assert timed_iterations(50, 0.05, 0.3, 400) == 50

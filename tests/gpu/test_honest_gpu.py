@@ -70,7 +70,8 @@ def test_each_honest_hopper_kernel_passes_every_tier(judge: Judge, path: Path) -
         f" {stages.static.status.value} · correctness {stages.correctness.status.value} · dynamic"
         f" {stages.dynamic.status.value} (tensor share {stages.dynamic.tensor_share}, other paths"
         f" {stages.dynamic.other_work_share}, profiled/timed {stages.dynamic.profiled_over_timed}) · timing"
-        f" {timing.status.value} (speedup {timing.speedup}) · {result.message}"
+        f" {timing.status.value} (speedup {timing.speedup}, host overhead {timing.host_overhead_ms} ms against"
+        f" the baseline's {timing.baseline_host_overhead_ms}) · {result.message}"
     )
     assert stages.build.status == Status.passed, f"{stages.build.message} {stages.build.errors[:3]}"
     assert result.status == Status.passed, result.message
