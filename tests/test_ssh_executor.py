@@ -2,8 +2,8 @@
 
 The test starts its own `sshd` on a free port with a throwaway host key and an authorized key for the
 current user, then evaluates real kernels through `ssh://user@127.0.0.1:PORT`: the worker runs on the
-far side of ssh and builds with nvcc and runs the static tier there; with no GPU there, evaluating is
-refused in one line naming the host. Skipped, with the reason, where sshd is not installed (Debian: openssh-server).
+far side of ssh, `python -m workbench.evaluate.remote_build` builds with nvcc and runs the static tier
+there; with no GPU there, evaluating is refused in one line naming the host. Skipped, with the reason, where sshd is not installed (Debian: openssh-server).
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ import pytest
 from build_support import needs_nvcc, session_cache
 
 from workbench.errors import UserError
+from workbench.evaluate.remote_build import RemoteBuildError, RemoteBuilt
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import Status
 from workbench.evaluate.ssh_executor import SshExecutor, parse_address, ssh_command
+from workbench.tasks import get_target
 
 KERNELS = Path(__file__).parent / "gpu" / "kernels"
 SSHD = shutil.which("sshd") or next(
@@ -124,21 +126,20 @@ def test_addresses_parse_into_an_ssh_command() -> None:
     assert command[:5] == ["ssh", "-T", "-o", "BatchMode=yes", "-o"]
     assert command[-4:] == ["alice@gpu-7", "/opt/venv/bin/python", "-m", "workbench.evaluate.gpu.worker"]
     assert parse_address("ssh://box").label == "ssh://box"
+    build = ssh_command(address, ["-i", "key"], module="workbench.evaluate.remote_build")
+    assert build[-6:] == [
+        "-i",
+        "key",
+        "alice@gpu-7",
+        "/opt/venv/bin/python",
+        "-m",
+        "workbench.evaluate.remote_build",
+    ]
 
 
-def far_side_build(port: int, options: list[str], source: str) -> dict:
-    """The worker's build op over ssh: build and static tier on the far side, as `evaluate` asks."""
-    client = executor_for(port, options).client
-
-    async def go() -> dict:
-        try:
-            await client.start()
-            request = {"op": "build", "source": source, "target": "hopper", "timeout_s": 300}
-            return await client.request(request, timeout_s=600)
-        finally:
-            await client.close()
-
-    return asyncio.run(go())
+def far_side_build(port: int, options: list[str], source: str) -> RemoteBuilt:
+    """The remote build over ssh: build and static tier on the far side, as `evaluate` asks."""
+    return asyncio.run(executor_for(port, options).build(source, get_target("hopper"), 300))
 
 
 def test_a_far_side_without_a_gpu_is_refused_in_one_line_naming_it(sshd) -> None:
@@ -149,22 +150,29 @@ def test_a_far_side_without_a_gpu_is_refused_in_one_line_naming_it(sshd) -> None
 
 
 @needs_nvcc
-@pytest.mark.slow  # the worker's build op is also run locally in test_worker_protocol
+@pytest.mark.slow  # the remote build module is also run locally in test_remote_build
 def test_a_kernel_is_built_and_judged_statically_on_the_far_side(sshd) -> None:
     port, options = sshd
-    reply = far_side_build(port, options, (KERNELS / "wgmma_gemm.cu").read_text())
-    assert reply["build"]["status"] == Status.passed, reply["build"]["message"]
-    assert reply["static"]["status"] == Status.passed and reply["static"]["required_present"]
-    assert reply["kernels"] and all(name.startswith("_Z") for name in reply["kernels"])
+    built = far_side_build(port, options, (KERNELS / "wgmma_gemm.cu").read_text())
+    assert built.build.status == Status.passed, built.build.message
+    assert built.static is not None
+    assert built.static.status == Status.passed and built.static.required_present
+    assert built.kernels and all(name.startswith("_Z") for name in built.kernels)
 
 
 @needs_nvcc
 @pytest.mark.slow
 def test_the_far_side_reports_a_failing_static_tier(sshd) -> None:
     port, options = sshd
-    reply = far_side_build(port, options, (KERNELS / "simt_gemm.cu").read_text())
-    assert reply["static"]["status"] == Status.static_missing_family
-    assert "FFMA" in reply["static"]["message"]
+    built = far_side_build(port, options, (KERNELS / "simt_gemm.cu").read_text())
+    assert built.static is not None and built.static.status == Status.static_missing_family
+    assert "FFMA" in built.static.message
+
+
+def test_an_unreachable_build_host_is_one_line(sshd) -> None:
+    _, options = sshd
+    with pytest.raises(RemoteBuildError, match=r"^exited with status 255: "):
+        far_side_build(free_port(), options, (KERNELS / "wgmma_gemm.cu").read_text())
 
 
 def test_an_unreachable_host_is_an_infrastructure_error(sshd) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.errors import UserError
@@ -22,9 +23,10 @@ from workbench.evaluate.build.sass import static_stage
 from workbench.evaluate.build.triton_build import SOURCE_NAME as TRITON_SOURCE
 from workbench.evaluate.build.triton_build import build_triton, run_tool
 from workbench.evaluate.gpu.kernel_names import module_kernels
+from workbench.evaluate.gpu.protocol import BEGIN_MARGIN_S, STAGE_MARGIN_S, GpuStage
 from workbench.evaluate.gpu.triton_runtime import RuntimeRefused, own_kernels
 from workbench.evaluate.gpu_spec import gpu_spec
-from workbench.evaluate.pipeline import finalize, new_result, run_stages
+from workbench.evaluate.pipeline import StageFunction, finalize, new_result, run_stages
 from workbench.evaluate.request import EvalRequest, ProgressCallback, StageName
 from workbench.evaluate.result import (
     BuildStage,
@@ -37,9 +39,9 @@ from workbench.evaluate.result import (
     TimingStage,
 )
 from workbench.evaluate.worker_client import WorkerClient, WorkerError
-from workbench.tasks import resolve_task
+from workbench.tasks import Target, Task, Workload, resolve_task
 
-STAGE_MODELS: dict[StageName, type[StageBase]] = {
+STAGE_MODELS: dict[GpuStage, type[StageBase]] = {
     "correctness": CorrectnessStage,
     "timing": TimingStage,
     "dynamic": DynamicStage,
@@ -65,11 +67,26 @@ async def _triton_runtime(build: BuildStage, timeout_s: float) -> tuple[Path, li
         return f"the Triton trace cannot be read: {exc}"
 
 
+@dataclass
+class GpuRun:
+    """One evaluation on its way: what the build and static steps hand the GPU tiers."""
+
+    request: EvalRequest
+    task: Task
+    target: Target  # with the family this task requires there, in every tier
+    workload: Workload
+    result: EvalResult
+    kernels: list[str] | None = None  # the candidate's own kernels, to tell them from foreign ones
+    static: StaticStage | None = None  # the static tier, when it came back with a remote build
+    triton_entry: Path | None = None  # a Triton candidate's runtime cache: the runner loads from it
+    refused: str | None = None  # why the GPU tiers cannot begin though the build passed
+    begun: dict | None = None  # the worker's reply to `begin`, once it has begun the candidate
+
+
 class GpuExecutor:
     """Base of `local` and `ssh://`: subclasses give the worker command and where builds happen."""
 
     name = "gpu"
-    remote_build = False
 
     def __init__(self, client: WorkerClient, cache_dir: Path | None = None) -> None:
         self.client = client
@@ -77,134 +94,148 @@ class GpuExecutor:
 
     async def evaluate(self, request: EvalRequest, progress: ProgressCallback | None = None) -> EvalResult:
         task = resolve_task(request.task)
-        target = task.target(request.target)  # the family this task requires there, in every tier
-        workload = task.workload(request.workload)
-        result = new_result(request, self.name)
-        state: dict = {}
+        run = GpuRun(
+            request=request,
+            task=task,
+            target=task.target(request.target),
+            workload=task.workload(request.workload),
+            result=new_result(request, self.name),
+        )
+        if not await self._start_worker(run.result):
+            return run.result
+        if request.language == "triton":
+            build_and_static = self._triton_steps(run)
+        else:
+            build_and_static = self._cuda_steps(run)
+        gpu_tiers = [(name, self._gpu_step(run, name)) for name in STAGE_MODELS]
+        try:
+            await run_stages(run.result, [*build_and_static, *gpu_tiers], progress)
+        finally:
+            await self._end(run)
+        return run.result
+
+    async def _start_worker(self, result: EvalResult) -> bool:
+        """Whether the worker is ready (when not, `result` says why); a host without a GPU is bad input."""
         try:
             hello = await self.client.start()
         except WorkerError as exc:
             # An unreachable or broken host is a verdict a sweep records and retries, not bad input.
             result.stages.build = BuildStage(status=Status.infrastructure_error, message=f"GPU worker: {exc}")
             finalize(result)
-            return result
+            return False
         if not hello.get("gpus"):
             where = "this machine" if self.name == "local" else hello.get("host", "the worker host")
             raise UserError(
                 f"--executor {self.name}: no NVIDIA GPU on {where} (nvidia-smi lists none); "
                 "use --executor static for the build and static tiers only, or ssh://HOST with a GPU"
             )
+        return True
 
-        async def build_step(_: EvalResult) -> StageBase:
-            if request.language == "triton":
-                return await build_triton(
-                    request.source, task, workload, target, request.compile_timeout_s, self.cache_dir
-                )
-            if not self.remote_build:
-                built = await build(request.source, target, request.compile_timeout_s, self.cache_dir)
-                return abi_checked(built, request.source, task.definition)
-            result.device = ", ".join(hello.get("gpus") or []) or None
-            reply = await self.client.request(
-                {
-                    "op": "build",
-                    "source": request.source,
-                    "target": request.target,
-                    "required_family": target.required_family,
-                    "timeout_s": request.compile_timeout_s,
-                },
-                timeout_s=request.compile_timeout_s + 300,
-            )
-            state["remote_static"] = reply.get("static")
-            state["kernels"] = reply.get("kernels")
-            return abi_checked(BuildStage.model_validate(reply["build"]), request.source, task.definition)
+    def _cuda_steps(self, run: GpuRun) -> list[tuple[StageName, StageFunction]]:
+        """A .cu candidate built and checked on this machine; the worker loads the library."""
 
-        async def static_step(so_far: EvalResult) -> StageBase:
-            if self.remote_build:
-                return StaticStage.model_validate(state["remote_static"])
-            stage = await static_stage(so_far.stages.build, target)
+        async def build_here(_: EvalResult) -> StageBase:
+            request = run.request
+            built = await build(request.source, run.target, request.compile_timeout_s, self.cache_dir)
+            return abi_checked(built, request.source, run.task.definition)
+
+        async def static_here(so_far: EvalResult) -> StageBase:
+            stage = await static_stage(so_far.stages.build, run.target)
             library = so_far.stages.build.library_path
-            if request.language == "triton":
-                state["triton"] = await _triton_runtime(so_far.stages.build, request.compile_timeout_s)
-            elif library:
-                state["kernels"] = await asyncio.to_thread(module_kernels, library, stage.sass_path)
+            if library:
+                run.kernels = await asyncio.to_thread(module_kernels, library, stage.sass_path)
             return stage
 
-        async def begin() -> dict:
-            if "begun" not in state and isinstance(state.get("triton"), str):
-                state["refused"] = state["triton"]
-                return {"ok": False}
-            if "begun" not in state:
-                spec = gpu_spec(task, workload, target, source_counters=request.source_counters)
-                library = result.stages.build.library_path
-                if request.language == "triton":
-                    entry, state["kernels"] = state["triton"]
-                    spec["triton_entry"] = str(entry)
-                    library = str(entry / TRITON_SOURCE)
-                timeouts: dict[str, float] = {"dynamic_s": request.profile_timeout_s}
-                if request.call_timeout_s is not None:
-                    timeouts["call_s"] = request.call_timeout_s
-                started = time.perf_counter()
-                state["begun"] = await self.client.request(
-                    {
-                        "op": "begin",
-                        "library": library,
-                        "kernels": state.get("kernels"),
-                        "spec": spec,
-                        "stages": list(STAGE_MODELS),
-                        "timeouts": timeouts,
-                        "sanitize": request.sanitize,
-                        "seed": request.seed,
-                    },
-                    timeout_s=request.profile_timeout_s + 600,
-                )
-                result.device = state["begun"].get("device") or result.device
-                result.seed = state["begun"].get("seed")
-                result.phases_s.update(state["begun"].get("phases_s") or {})
-                result.phases_s["begin"] = round(time.perf_counter() - started, 4)
-            return state["begun"]
+        return [("build", build_here), ("static", static_here)]
 
-        def gpu_step(name: StageName):
-            async def step(_: EvalResult) -> StageBase:
-                model = STAGE_MODELS[name]
-                try:
-                    await begin()
-                    if "refused" in state:
-                        return model(status=Status.infrastructure_error, message=state["refused"])
-                    reply = await self.client.request(
-                        {
-                            "op": "stage",
-                            "stage": name,
-                            "trials": request.trials,
-                            "warmup": request.warmup,
-                            "iterations": request.iterations,
-                        },
-                        timeout_s=request.profile_timeout_s + 1800,
-                    )
-                except WorkerError as exc:
-                    return model(status=Status.infrastructure_error, message=f"GPU worker: {exc}")
-                return model.model_validate(reply["result"])
+    def _triton_steps(self, run: GpuRun) -> list[tuple[StageName, StageFunction]]:
+        """A Triton candidate built and traced on this machine; the worker runs its kernel.py."""
 
-            return step
-
-        try:
-            await run_stages(
-                result,
-                [
-                    ("build", build_step),
-                    ("static", static_step),
-                    *((name, gpu_step(name)) for name in STAGE_MODELS),
-                ],
-                progress,
+        async def build_triton_here(_: EvalResult) -> StageBase:
+            request = run.request
+            return await build_triton(
+                request.source, run.task, run.workload, run.target, request.compile_timeout_s, self.cache_dir
             )
-        finally:
-            if "begun" in state and self.client.hello is not None:
-                started = time.perf_counter()
-                try:
-                    await self.client.request({"op": "end"}, timeout_s=120)
-                except WorkerError:
-                    pass
-                result.phases_s["end"] = round(time.perf_counter() - started, 4)
-        return result
+
+        async def static_and_runtime(so_far: EvalResult) -> StageBase:
+            stage = await static_stage(so_far.stages.build, run.target)
+            runtime = await _triton_runtime(so_far.stages.build, run.request.compile_timeout_s)
+            if isinstance(runtime, str):
+                run.refused = runtime
+            else:
+                run.triton_entry, run.kernels = runtime
+            return stage
+
+        return [("build", build_triton_here), ("static", static_and_runtime)]
+
+    def _gpu_step(self, run: GpuRun, name: GpuStage) -> StageFunction:
+        """One GPU tier in the worker; the first one to run begins the candidate there."""
+        model = STAGE_MODELS[name]
+
+        async def step(_: EvalResult) -> StageBase:
+            try:
+                if run.refused is None and run.begun is None:
+                    await self._begin(run)
+                if run.refused is not None:
+                    return model(status=Status.infrastructure_error, message=run.refused)
+                reply = await self.client.request(
+                    {
+                        "op": "stage",
+                        "stage": name,
+                        "trials": run.request.trials,
+                        "warmup": run.request.warmup,
+                        "iterations": run.request.iterations,
+                    },
+                    timeout_s=run.request.profile_timeout_s + STAGE_MARGIN_S,
+                )
+            except WorkerError as exc:
+                return model(status=Status.infrastructure_error, message=f"GPU worker: {exc}")
+            return model.model_validate(reply["result"])
+
+        return step
+
+    async def _begin(self, run: GpuRun) -> None:
+        """Hand the worker the built candidate and its workload; it readies the runner and the tools."""
+        request = run.request
+        spec = gpu_spec(run.task, run.workload, run.target, source_counters=request.source_counters)
+        library = run.result.stages.build.library_path
+        if run.triton_entry is not None:
+            spec["triton_entry"] = str(run.triton_entry)
+            library = str(run.triton_entry / TRITON_SOURCE)
+        timeouts: dict[str, float] = {"dynamic_s": request.profile_timeout_s}
+        if request.call_timeout_s is not None:
+            timeouts["call_s"] = request.call_timeout_s
+        started = time.perf_counter()
+        begun = await self.client.request(
+            {
+                "op": "begin",
+                "library": library,
+                "kernels": run.kernels,
+                "spec": spec,
+                "stages": list(STAGE_MODELS),
+                "timeouts": timeouts,
+                "sanitize": request.sanitize,
+                "seed": request.seed,
+            },
+            timeout_s=request.profile_timeout_s + BEGIN_MARGIN_S,
+        )
+        run.begun = begun
+        result = run.result
+        result.device = begun.get("device") or result.device
+        result.seed = begun.get("seed")
+        result.phases_s.update(begun.get("phases_s") or {})
+        result.phases_s["begin"] = round(time.perf_counter() - started, 4)
+
+    async def _end(self, run: GpuRun) -> None:
+        """Release the candidate's processes in the worker, once, whatever happened."""
+        if run.begun is None or self.client.hello is None:
+            return
+        started = time.perf_counter()
+        try:
+            await self.client.request({"op": "end"}, timeout_s=120)
+        except WorkerError:
+            pass
+        run.result.phases_s["end"] = round(time.perf_counter() - started, 4)
 
     async def close(self) -> None:
         await self.client.close()
