@@ -2,9 +2,10 @@
 
 The GPU worker, the candidate's process (runner and its child), the judge and the tool processes run on
 a bare GPU host with the standard library, torch, TVM-FFI, CUPTI and the optional baseline libraries:
-never pydantic, typer, rich, textual, litellm or the catalogue (`workbench.tasks`). The one door is the
-worker's `build` op, which loads `workbench.evaluate.remote_build` for an ssh executor whose GPU host
-compiles. Every import counts, the lazy ones inside functions too: the static walk below follows them.
+never pydantic, typer, rich, textual, litellm or the catalogue (`workbench.tasks`), and no door to them:
+an ssh executor's GPU host builds with `python -m workbench.evaluate.remote_build`, a process of its own
+that nothing on the GPU side imports. Every import counts, the lazy ones inside functions too: the static
+walk below follows them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ GPU_SIDE = (
     "workbench.evaluate.gpu.judge",
     "workbench.evaluate.gpu.tool_process",
 )
-BUILD_HOST_DOOR = "workbench.evaluate.remote_build"
+REMOTE_BUILD = "workbench.evaluate.remote_build"
 FORBIDDEN = ("pydantic", "typer", "rich", "textual", "litellm", "click", "workbench.tasks")
 
 
@@ -55,16 +56,14 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def _closure(
-    roots: tuple[str, ...], stop: frozenset[str] = frozenset()
-) -> tuple[set[str], dict[str, set[str]]]:
+def _closure(roots: tuple[str, ...]) -> tuple[set[str], dict[str, set[str]]]:
     """The package modules reachable from `roots` and, per outside package, which of them import it."""
     seen: set[str] = set()
     outside: dict[str, set[str]] = {}
     todo = list(roots)
     while todo:
         module = todo.pop()
-        if module in seen or module in stop:
+        if module in seen:
             continue
         seen.add(module)
         path = _file(module)
@@ -80,7 +79,7 @@ def _closure(
 
 
 def test_nothing_the_gpu_side_can_reach_imports_the_host_stack() -> None:
-    modules, outside = _closure(GPU_SIDE, frozenset({BUILD_HOST_DOOR}))
+    modules, outside = _closure(GPU_SIDE)
     assert "workbench.evaluate.gpu.worker" in modules and "workbench.evaluate.gpu.sandbox" in modules
     reached = {name: sorted(outside[name]) for name in FORBIDDEN if name in outside}
     reached.update({m: ["(a package module)"] for m in modules if m.startswith("workbench.tasks")})
@@ -88,11 +87,11 @@ def test_nothing_the_gpu_side_can_reach_imports_the_host_stack() -> None:
     assert "torch" in outside and "tvm_ffi" in outside  # the walk does see the real imports
 
 
-def test_the_build_host_door_is_the_only_way_to_the_build_stack() -> None:
-    _, outside = _closure(GPU_SIDE)
-    assert "pydantic" in outside  # through remote_build alone, as the first test shows by stopping there
-    worker_text = (ROOT / "workbench" / "evaluate" / "gpu" / "worker.py").read_text()
-    assert worker_text.count(f"from {BUILD_HOST_DOOR} import") == 1
+def test_the_gpu_side_never_reaches_the_remote_build() -> None:
+    modules, _ = _closure(GPU_SIDE)
+    assert REMOTE_BUILD not in modules and not any(m.startswith("workbench.evaluate.build") for m in modules)
+    gpu_texts = [path.read_text() for path in (ROOT / "workbench" / "evaluate" / "gpu").glob("*.py")]
+    assert not any(REMOTE_BUILD in text.replace(f"python -m {REMOTE_BUILD}", "") for text in gpu_texts)
 
 
 def test_a_fresh_interpreter_importing_the_gpu_side_loads_none_of_the_host_stack() -> None:

@@ -1,8 +1,8 @@
 """The real worker process over its JSON-lines protocol, on this machine (no GPU here).
 
-It answers hello, rejects malformed and unknown requests without dying, builds and runs the static
-tier on request (the path an ssh executor uses), and turns a GPU child that cannot start into a
-verdict while it keeps serving.
+It answers hello, rejects malformed and unknown requests without dying, and turns a GPU child that
+cannot start into a verdict while it keeps serving. Builds are not its work: an ssh executor's GPU
+host builds with `python -m workbench.evaluate.remote_build` (tests/test_remote_build.py).
 """
 
 from __future__ import annotations
@@ -13,11 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from build_support import needs_nvcc
 
 from workbench.evaluate.gpu.worker import worker_argv
-
-KERNEL = Path(__file__).parent / "gpu" / "kernels" / "wgmma_gemm.cu"
 
 
 class WorkerProcess:
@@ -95,39 +92,4 @@ def test_a_gpu_child_that_cannot_start_is_a_verdict_not_a_dead_worker(
     assert stage["result"]["status"] == "infrastructure_error"
     assert worker.send({"op": "end", "id": 7})["type"] == "ended"
     assert worker.send({"op": "hello", "id": 8})["type"] == "hello"
-    assert worker.close() == 0
-
-
-@needs_nvcc
-def test_build_runs_the_static_tier_on_the_worker_host(worker: WorkerProcess) -> None:
-    reply = worker.send(
-        {"op": "build", "id": 9, "source": KERNEL.read_text(), "target": "hopper", "timeout_s": 300}
-    )
-    assert reply["type"] == "built"
-    assert reply["build"]["status"] == "passed", reply["build"]["message"]
-    assert reply["static"]["status"] == "passed" and reply["static"]["required_present"]
-    assert reply["kernels"] == ["_Z17wgmma_gemm_kernel14CUtensorMap_stS_P13__nv_bfloat16iii"]
-    assert Path(reply["build"]["library_path"]).is_file()
-    assert worker.close() == 0
-
-
-@needs_nvcc
-def test_the_build_op_checks_the_sass_for_the_family_the_host_says_the_task_requires(
-    worker: WorkerProcess,
-) -> None:
-    # A bf16 wgmma GEMM holds GMMA (HGMMA) but no QGMMA: an FP8 task's static tier fails it here too.
-    reply = worker.send(
-        {
-            "op": "build",
-            "id": 10,
-            "source": KERNEL.read_text(),
-            "target": "hopper",
-            "required_family": "QGMMA",
-            "timeout_s": 300,
-        }
-    )
-    assert reply["build"]["status"] == "passed", reply["build"]["message"]
-    static = reply["static"]
-    assert static["required_family"] == "QGMMA" and not static["required_present"]
-    assert static["status"] == "static_missing_family" and "HGMMA" in static["message"]
     assert worker.close() == 0

@@ -14,9 +14,6 @@ are made here (`trace_checks.py`, `timing.py`, `agreement.py`).
 
 Requests (one JSON object per line; replies echo `id`):
 - `{"op": "hello"}` -> `{"type": "hello", "protocol": 2, "host", "python", "gpus": [...], "ncu": path|null}`
-- `{"op": "build", "source", "target", "required_family", "timeout_s"}` -> `{"type": "built", "build",
-  "static", "kernels"}`: build + static tier on this host (needs the whole workbench installed here, nvcc
-  and cuobjdump), the SASS checked for the family the task requires on that target.
 - `{"op": "begin", "library", "kernels", "spec", "stages", "timeouts", "sanitize"}` -> `{"type": "begun", "ok", ...}`
 - `{"op": "stage", "stage": "correctness"|"timing"|"dynamic", "trials"?, "warmup"?, "iterations"?}`
   -> `{"type": "stage", "stage", "result": {...}}` (the stage in `EvalResult`'s JSON shape)
@@ -26,7 +23,8 @@ Requests (one JSON object per line; replies echo `id`):
 - `{"op": "shutdown"}`
 
 The GPU path uses only the standard library here (torch lives in the children), so a bare GPU host
-with torch, apache-tvm-ffi and cupti-python can serve it; `build` alone imports the rest.
+with torch, apache-tvm-ffi and cupti-python can serve it. An ssh executor's GPU host builds with
+`python -m workbench.evaluate.remote_build`, a process of its own, not through the worker.
 """
 
 from __future__ import annotations
@@ -723,11 +721,6 @@ class Worker:
                     "sanitizer": self.sanitizer_tool,
                 },
             )
-        elif op == "build":
-            # The build host's door: the build stack (pydantic among it) loads only for this op.
-            from workbench.evaluate.remote_build import remote_build
-
-            self.reply(request, {"type": "built", **remote_build(request)})
         elif op == "begin":
             self._end_session(warm=False)
             self.session = Session(self, request)
