@@ -8,10 +8,14 @@
 //  * Warp specialisation: warpgroup 0 issues the TMA loads (one thread, 128-byte swizzle, one 128-wide
 //    K block of A and B per stage); warpgroups 1 and 2 each own 64 rows of a 128x128 tile and run
 //    wgmma.m64n128k32.f32.e4m3.e4m3 (SASS QGMMA). setmaxnreg moves registers to the consumers.
-//  * Promotion: each K block is accumulated by four wgmmas into a fresh fp32 partial, which is then
-//    scaled by SF_A[row,kb] * SF_B[n0/128,kb] and added to the running total in registers. The scales
-//    differ per K block, so they cannot be applied after the loop; adding per block in CUDA-core fp32
-//    also bounds what the tensor core's FP8 accumulation loses to 128 products.
+//  * Promotion: every wgmma (k = 32) starts a fresh partial (scale-d = 0), which is scaled by
+//    SF_A[row,kb] * SF_B[n0/128,kb] and added to the running fp32 total in registers. The scales differ
+//    per K block, so they cannot be applied after the loop. Promoting every 32 and not every 128
+//    (DeepGEMM's interval, -DFP8_PROMOTE_K=128) matters for this task's atol = rtol = 1e-2: QGMMA adds
+//    its products with ~14 bits after aligning them to the largest exponent, and when the accumulator
+//    is passed back in (scale-d = 1) it is aligned and truncated with them, so chaining four wgmmas
+//    per K block left ~0.5 % of the elements (those near zero) outside the tolerance on the H200. Two
+//    partials alternate so that one wgmma runs while the other's result is promoted.
 //  * Persistent grid: one CTA per SM walks the tiles in groups of 8 row-blocks for L2 reuse, so the
 //    producer loads the next tile while the consumers store this one.
 #include <cuda.h>
@@ -27,6 +31,9 @@
 
 #ifndef FP8_STAGES
 #define FP8_STAGES 6
+#endif
+#ifndef FP8_PROMOTE_K
+#define FP8_PROMOTE_K 32  // 32: promote after every wgmma; 128: after each K block (four chained wgmmas)
 #endif
 
 namespace {
@@ -74,6 +81,7 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_one() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 template <int R>
 __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 #pragma unroll
@@ -162,7 +170,18 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int warp = (threadIdx.x / 32) & 3;
   const int lane = threadIdx.x & 31;
   float partial[64];
+  float partial2[64];  // the second partial when promoting every wgmma
   float total[64];
+  // total += partial scaled: fragment 4j, 4j+1 are row lane/4 (scale_lo), 4j+2, 4j+3 row lane/4 + 8.
+  auto promote = [&](const float (&p)[64], float lo, float hi) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      total[4 * j] += p[4 * j] * lo;
+      total[4 * j + 1] += p[4 * j + 1] * lo;
+      total[4 * j + 2] += p[4 * j + 2] * hi;
+      total[4 * j + 3] += p[4 * j + 3] * hi;
+    }
+  };
   int it = 0;
   for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
     const Tile tile = tile_of(t, num_mb, num_nb);
@@ -180,6 +199,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       mbar_wait(full(s), (it / STAGES) & 1);
       const uint32_t a = s_a + s * A_BYTES + wg * (64 * 128);
       const uint32_t b = s_b + s * B_BYTES;
+#if FP8_PROMOTE_K == 128
       fence_regs(partial);
       wgmma_fence();
 #pragma unroll
@@ -188,13 +208,32 @@ __global__ void __launch_bounds__(THREADS, 1)
       wgmma_wait_all();
       fence_regs(partial);
       if (lane == 0) mbar_arrive(empty(s));  // the stage is free once this warp's wgmmas retired
+      promote(partial, scale_lo, scale_hi);
+#elif FP8_PROMOTE_K == 32
+      // wgmma kk writes partial[kk & 1]; the other one is promoted meanwhile.
+      fence_regs(partial);
+      fence_regs(partial2);
+      wgmma_fence();
+      wgmma_m64n128k32_e4m3(partial, smem_desc(a), smem_desc(b), 0);
+      wgmma_commit();
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        total[4 * j] += partial[4 * j] * scale_lo;
-        total[4 * j + 1] += partial[4 * j + 1] * scale_lo;
-        total[4 * j + 2] += partial[4 * j + 2] * scale_hi;
-        total[4 * j + 3] += partial[4 * j + 3] * scale_hi;
+      for (int kk = 1; kk < BK / 32; ++kk) {
+        float (&issue)[64] = (kk & 1) ? partial2 : partial;
+        float (&ready)[64] = (kk & 1) ? partial : partial2;
+        wgmma_fence();
+        wgmma_m64n128k32_e4m3(issue, smem_desc(a + kk * 32), smem_desc(b + kk * 32), 0);
+        wgmma_commit();
+        wgmma_wait_one();  // wgmma kk - 1 retired
+        fence_regs(ready);
+        promote(ready, scale_lo, scale_hi);
       }
+      wgmma_wait_all();
+      fence_regs(partial2);
+      if (lane == 0) mbar_arrive(empty(s));  // the stage is free once this warp's wgmmas retired
+      promote(partial2, scale_lo, scale_hi);
+#else
+#error "FP8_PROMOTE_K must be 32 or 128"
+#endif
     }
     const int col0 = tile.n0 + 2 * (lane % 4);
 #pragma unroll
