@@ -54,15 +54,22 @@ def worker(tmp_path: Path):
 
 def test_hello_describes_the_host(worker: WorkerProcess) -> None:
     reply = worker.send({"op": "hello", "id": 1})
-    assert reply["id"] == 1 and reply["type"] == "hello" and reply["protocol"] == 2
+    assert reply["id"] == 1 and reply["type"] == "hello" and reply["protocol"] == 3
     assert isinstance(reply["gpus"], list) and reply["python"].startswith("3.")
     assert worker.close() == 0
 
 
 def test_bad_requests_are_answered_and_the_worker_lives_on(worker: WorkerProcess) -> None:
     assert worker.send_line("{not json")["type"] == "error"
-    assert worker.send({"op": "fly", "id": 2}) == {"id": 2, "type": "error", "message": "unknown op 'fly'"}
+    assert worker.send({"op": "fly", "id": 2}) == {
+        "id": 2,
+        "type": "error",
+        "status": "infrastructure_error",
+        "message": "malformed message: field 'op' names no message of this channel: 'fly'",
+    }
     assert worker.send({"op": "stage", "stage": "timing", "id": 3})["message"] == "no candidate begun"
+    malformed = worker.send({"op": "stage", "stage": 7, "id": 5})
+    assert malformed["status"] == "infrastructure_error" and "'stage'" in malformed["message"]
     assert worker.send({"op": "hello", "id": 4})["type"] == "hello"
     assert worker.close() == 0
 

@@ -10,8 +10,17 @@ import asyncio
 import itertools
 import json
 from collections.abc import Callable, Sequence
+from typing import cast
 
-from workbench.evaluate.gpu.worker import DEFAULT_TIMEOUTS, GPU_STAGES
+from workbench.evaluate.gpu.protocol import (
+    GPU_STAGES,
+    STAGE_MARGIN_S,
+    HostRequest,
+    ProtocolError,
+    TimeLimits,
+    decode_host,
+    encode_host,
+)
 
 # A reply line can carry a whole EvalResult stage; asyncio's default 64 KiB line limit is too small.
 LINE_LIMIT = 64 * 1024 * 1024
@@ -58,7 +67,11 @@ class WorkerClient:
             ):
                 raise WorkerError(await self._why_gone())
             request_id = next(self._ids)
-            process.stdin.write((json.dumps({**message, "id": request_id}) + "\n").encode())
+            try:
+                encoded = encode_host(cast(HostRequest, {**message, "id": request_id}))
+            except ProtocolError as exc:
+                raise WorkerError(f"the request is not the worker's protocol: {exc}") from None
+            process.stdin.write((encoded + "\n").encode())
             try:
                 await process.stdin.drain()
                 while True:
@@ -66,7 +79,7 @@ class WorkerClient:
                     if not line:
                         raise WorkerError(await self._why_gone())
                     reply = json.loads(line)
-                    if reply.get("id") != request_id:
+                    if not isinstance(reply, dict) or reply.get("id") != request_id:
                         continue
                     if reply.get("type") == "progress":
                         if on_progress is not None:
@@ -74,6 +87,10 @@ class WorkerClient:
                         continue
                     if reply.get("type") == "error":
                         raise WorkerError(reply.get("message", "worker error"))
+                    try:
+                        decode_host(reply)
+                    except ProtocolError as exc:
+                        raise WorkerError(f"the worker's reply: {exc}") from None
                     return reply
             except TimeoutError:
                 await self.close()
@@ -96,7 +113,10 @@ class WorkerClient:
         """The GPU tiers of an already built library in one request (no ban scan, no static tier):
         `{"stages": {name: stage dict}, "device", "trace"}`. For tests, benchmarks and bare GPU hosts."""
         await self.start()
-        limits = {**DEFAULT_TIMEOUTS, **(timeouts or {})}
+        try:
+            limits = TimeLimits.of(timeouts)
+        except ProtocolError as exc:
+            raise WorkerError(str(exc)) from None
         return await self.request(
             {
                 "op": "evaluate",
@@ -104,10 +124,11 @@ class WorkerClient:
                 "kernels": kernels,
                 "spec": spec,
                 "stages": list(stages),
-                "timeouts": limits,
+                "timeouts": limits.wire(),
                 **settings,
             },
-            timeout_s=limits["start_s"] + limits["dynamic_s"] + limits["sanitize_s"] + 1800,
+            # The worker's own limits run out first, so its status (which names what) arrives.
+            timeout_s=limits.start_s + limits.dynamic_s + limits.sanitize_s + STAGE_MARGIN_S,
             on_progress=on_progress,
         )
 
@@ -136,7 +157,7 @@ class WorkerClient:
             return
         try:
             if process.stdin is not None:
-                process.stdin.write(b'{"op": "shutdown"}\n')
+                process.stdin.write((encode_host({"op": "shutdown"}) + "\n").encode())
                 await process.stdin.drain()
                 process.stdin.close()
             await asyncio.wait_for(process.wait(), timeout=30)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 def serve() -> int:
     from workbench.evaluate.gpu.isolation import HOLD_ENV, ChildChannel
+    from workbench.evaluate.gpu.protocol import RunnerReady, encode_runner
 
     channel = ChildChannel()
     device = os.environ.get("PTXWB_DEVICE", "cuda")
@@ -47,16 +48,15 @@ def serve() -> int:
         )
         torch.cuda.synchronize()
     trace, trace_note = open_trace(device)
-    channel.write(
-        {
-            "type": "ready",
-            "device": torch.cuda.get_device_name(0) if device != "cpu" else "cpu",
-            "trace": trace.method,
-            "trace_note": trace_note,
-            "torch": torch.__version__,
-            "pid": os.getpid(),
-        }
-    )
+    ready: RunnerReady = {
+        "type": "ready",
+        "device": torch.cuda.get_device_name(0) if device != "cpu" else "cpu",
+        "trace": trace.method,
+        "trace_note": trace_note,
+        "torch": torch.__version__,
+        "pid": os.getpid(),
+    }
+    channel.write(encode_runner(ready, "ready"))
     return Runner(channel, trace, device).serve()
 
 

@@ -15,8 +15,15 @@ from collections.abc import Sequence
 
 import torch
 
+from workbench.evaluate.gpu.protocol import Status
+
 EPS = 1e-6
-PASSED, NUMERICAL, SHAPE, DTYPE = "passed", "incorrect_numerical", "incorrect_shape", "incorrect_dtype"
+PASSED, NUMERICAL, SHAPE, DTYPE = (
+    Status.passed,
+    Status.incorrect_numerical,
+    Status.incorrect_shape,
+    Status.incorrect_dtype,
+)
 
 
 def compare_output(

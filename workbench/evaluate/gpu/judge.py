@@ -5,7 +5,8 @@ outputs out of the candidate's process (`exchange.py`) while that process is sto
 reference on its own copy of what the candidate was given, after the candidate's call, and compares.
 The reference's results live only here, in another CUDA context, so no candidate can reach them.
 
-Requests (JSON lines on the private pipes `isolation.py` sets up; replies echo `nonce`):
+Requests (JSON lines on the private pipes `isolation.py` sets up; replies echo `nonce`; typed in
+`protocol.py`, a malformed one answered with `{error}` naming the field):
 - `setup {spec}` -> `{ok}`: the candidate's task and workload
 - `snapshot {exports, seed}` -> `{ok, mismatched}`: copy the inputs before a call; check that the random
   ones hold exactly the values `seed` draws (the runner filled them)
@@ -47,6 +48,7 @@ from workbench.evaluate.gpu.inputs import (
     shape_of,
 )
 from workbench.evaluate.gpu.isolation import ChildChannel
+from workbench.evaluate.gpu.protocol import ProtocolError, Status, decode_judge, encode_judge
 
 DERIVED_ATOL = 1e-3  # the fast forward of a timed call, redrawn here: the same kernels on the same inputs
 
@@ -136,7 +138,9 @@ class Judge:
             if not torch.allclose(before[name].float(), after[name].float(), atol=derived_atol or 0.0, rtol=0)
         ]
         if modified:
-            trial.update(status="inputs_modified", message=f"the call changed input(s) {', '.join(modified)}")
+            trial.update(
+                status=Status.inputs_modified, message=f"the call changed input(s) {', '.join(modified)}"
+            )
             return trial
         arguments = {**before, **scalar_inputs(self.spec)}
         if derived:  # a timed call is judged on what it was given, derived values included
@@ -148,7 +152,8 @@ class Judge:
             if self.reference is None:
                 raise RuntimeError("the judge was asked to check a call before its set-up")
             expected = run_reference(self.reference, self.spec["definition"], self.spec["axes"], ordered)
-        status, message = PASSED, ""
+        status: str = PASSED
+        message = ""
         for (name, actual), want in zip(got.items(), expected, strict=True):
             want = want.to(actual.dtype) if want.dtype != actual.dtype and same_kind(want, actual) else want
             # Every timed call is checked: cheap when it is right, in full when it may not be.
@@ -196,7 +201,10 @@ class Judge:
                 self.channel.write({"nonce": nonce, "error": f"unknown command {request.get('cmd')!r}"})
                 continue
             try:
+                decode_judge(request)
                 reply = handler(self, request)
+            except ProtocolError as exc:
+                reply = {"error": str(exc)}
             except ExchangeError as exc:
                 reply = {"unreadable": str(exc)}
             except Exception as exc:  # noqa: BLE001 - a judge bug is an infrastructure error, said in one line
@@ -241,7 +249,7 @@ def main() -> None:
     if device != "cpu":
         torch.cuda.init()
         torch.zeros(1, device=device)
-    channel.write({"type": "ready", "device": device, "pid": os.getpid()})
+    channel.write(encode_judge({"type": "ready", "device": device, "pid": os.getpid()}, "ready"))
     sys.exit(Judge(channel, device).serve())
 
 

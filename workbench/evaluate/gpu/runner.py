@@ -14,13 +14,15 @@ Every buffer the candidate is given exists, filled and exported, before its libr
 - `fresh`: a second set, at other addresses, for the trial that catches results cached by address;
 - each baseline's own inputs (never the candidate's values).
 
-Requests (JSON lines on the private pipes, each with a `nonce` that the reply echoes):
+Requests (JSON lines on the private pipes, each with a `nonce` that the reply echoes; typed in
+`protocol.py`, a malformed one answered with `{error}` naming the field):
 - `load {library, kernels, spec, timing}` -> `{ok, exports, sandbox}`
 - `prepare {set, seed}` -> `{ok}`: fresh values into the set's inputs, poison into its outputs
 - `call {set}` -> `{done, changed?, trace}`: marker kernel, the call, a readback marker, synchronize
-- `tprep {entrant, seed}` -> `{armed}`: a timed call's fresh inputs, poisoned outputs, the L2 flush
-- `tgo {entrant}` -> `{done, changed?}`: the timed call and a synchronize
-- `tend {}` -> `{trace}`: the records of every timed call
+- `timing_start {}` -> `{ok, baselines}`: forget the timed calls so far
+- `timing_prepare {entrant, seed}` -> `{armed}`: a timed call's fresh inputs, poisoned outputs, the L2 flush
+- `timing_call {entrant}` -> `{done}`: the timed call and a synchronize
+- `timing_end {}` -> `{trace}`: the records of every timed call
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from workbench.evaluate.gpu.inputs import fill_inputs, fill_poison, make_outputs
 from workbench.evaluate.gpu.isolation import ChildChannel, error_line
 from workbench.evaluate.gpu.kernel_trace import KernelTrace, _Trace
 from workbench.evaluate.gpu.l2_reset import PersistingL2
+from workbench.evaluate.gpu.protocol import ProtocolError, decode_runner
 
 if TYPE_CHECKING:
     from workbench.evaluate.gpu.triton_runtime import Opened
@@ -64,6 +67,7 @@ LIBRARY_MODULES = (
     "workbench.evaluate.gpu.inputs",
     "workbench.evaluate.gpu.baselines",
     "workbench.evaluate.gpu.sandbox",
+    "workbench.evaluate.gpu.protocol",
     "json",
     "json.decoder",
     "torch.cuda",
@@ -269,7 +273,7 @@ class Runner:
         with self.trace.window("flush"):
             self.flush.zero_()
         self.synchronize()
-        # The previous call is checked here, off the clock the worker runs around `tgo`.
+        # The previous call is checked here, off the clock the worker runs around `timing_call`.
         return {"armed": True, "changed": self.changed()}
 
     def timed_call(self, request: dict) -> dict:
@@ -308,10 +312,10 @@ class Runner:
         "load": load,
         "prepare": prepare,
         "call": call,
-        "tstart": timed_start,
-        "tprep": timed_prepare,
-        "tgo": timed_call,
-        "tend": timed_end,
+        "timing_start": timed_start,
+        "timing_prepare": timed_prepare,
+        "timing_call": timed_call,
+        "timing_end": timed_end,
     }
 
     def serve(self) -> int:
@@ -325,6 +329,11 @@ class Runner:
             nonce = request.get("nonce")
             if handler is None:
                 self.channel.write({"nonce": nonce, "error": f"unknown command {command!r}"})
+                continue
+            try:
+                decode_runner(request)
+            except ProtocolError as exc:
+                self.channel.write({"nonce": nonce, "error": str(exc)})
                 continue
             try:
                 reply = handler(self, request)

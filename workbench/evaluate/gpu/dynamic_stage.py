@@ -1,0 +1,97 @@
+"""The dynamic tier in the worker: Nsight Compute around one call at the timed workload, started ahead
+of time; its launches judged by `profile.py` and checked against the timed calls by `agreement.py`.
+Standard library only, like the worker.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from workbench.evaluate.gpu import profile
+from workbench.evaluate.gpu.agreement import agreement, profiled_over_timed
+from workbench.evaluate.gpu.isolation import describe_exit, first_useful_line
+from workbench.evaluate.gpu.protocol import StageRecord, Status
+
+if TYPE_CHECKING:
+    from workbench.evaluate.gpu.session import Session
+    from workbench.evaluate.gpu.tool_process import ProfiledProcess
+
+
+def run_dynamic(session: Session) -> StageRecord:
+    base: dict[str, Any] = {"tool": None, "workload_axes": session.spec["axes"]}
+    refused = _refusal(session)
+    if refused is not None:
+        return {**base, **refused}
+    base["tool"] = f"ncu {session.worker.ncu_version()}"
+    if session.worker.profiling_refused is not None:
+        return {**base, "status": Status.infrastructure_error, "message": session.worker.profiling_refused}
+    profiler = session.profiler
+    assert profiler is not None
+    profiler.go(session.autotuned)
+    started = time.perf_counter()
+    limit_s = session.limits.dynamic_s
+    if not profiler.wait(limit_s):
+        return {
+            **base,
+            "status": Status.timeout,
+            "message": f"the profiled call did not finish within {limit_s:g} s",
+        }
+    waited_s = time.perf_counter() - started
+    report = profiler.report()
+    launches = profile.parse_raw_csv(report)
+    if profiler.returncode != 0 or (not launches and "==ERROR==" in report):
+        return {**base, **_profiler_failed(profiler, report)}
+    stage = profile.dynamic_stage(
+        launches,
+        session.spec.get("families") or {},
+        session.spec.get("required_family", ""),
+        session.spec.get("flops"),
+        session.spec.get("target", ""),
+        session.own,
+    )
+    stage["message"] += f" [ncu finished {waited_s:.1f} s after the go signal]"
+    if profiler.source_counters and launches:
+        stage["source_counts"], problem = profiler.source_counts(session.own or set())
+        if problem:
+            stage["message"] += f" [no per-instruction counts: {problem}]"
+    _check_against_timed(session, stage, launches)
+    return {**base, **stage}
+
+
+def _refusal(session: Session) -> StageRecord | None:
+    """Why the tier cannot run for this candidate on this host, or None."""
+    if session.worker.ncu is None or session.device == "cpu":
+        return {"status": Status.not_run, "message": "Nsight Compute (ncu) is not installed on this host"}
+    if session.kernels is None:
+        return {
+            "status": Status.infrastructure_error,
+            "message": "the candidate's kernel names are unknown (no SASS, no cuobjdump)",
+        }
+    if not session.kernels:
+        return {
+            "status": Status.dynamic_not_executed,
+            "message": "the candidate's module defines no kernel: none of its own instructions ran",
+        }
+    return None
+
+
+def _profiler_failed(profiler: ProfiledProcess, report: str) -> StageRecord:
+    errors = [line for line in report.splitlines() if line.startswith("==ERROR==")]
+    evidence = errors[0] if errors else first_useful_line(profiler.app_output())
+    return {
+        "status": Status.infrastructure_error if errors else Status.runtime_error,
+        "message": f"the profiled call {describe_exit(profiler.returncode)}"
+        + (f": {evidence}" if evidence else ""),
+    }
+
+
+def _check_against_timed(session: Session, stage: StageRecord, launches: list) -> None:
+    """The profiled call's kernels against the timed calls' (a kernel that tells the profiled call apart)."""
+    if session.timed_calls:
+        stage["profiled_over_timed"] = profiled_over_timed(launches, session.timed_calls, session.own)
+        disagreement = agreement(launches, session.timed_calls, session.own)
+        if disagreement is not None:
+            stage["status"], stage["message"] = Status.profile_mismatch, disagreement[0]
+    elif stage["status"] == Status.passed:
+        stage["message"] += " (no timed calls to check the profiled kernels against)"

@@ -1,0 +1,297 @@
+"""One candidate's GPU tiers in the worker: its runner, the shared judge, its tool processes.
+
+`begin` starts or takes the candidate's processes, sets up the judge and loads the candidate; `stage` runs
+one tier (`correctness_stage.py`, `timing_stage.py`, `dynamic_stage.py`); `end` closes what is the
+candidate's. Every message to the runner and the judge goes through `ask_runner` and `ask_judge`, which
+check it and its answer against `protocol.py` and turn a failed answer into the stage's status.
+Standard library only, like the worker.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from workbench.evaluate.gpu.call_seeds import call_seed, new_secret
+from workbench.evaluate.gpu.correctness_stage import run_correctness
+from workbench.evaluate.gpu.dynamic_stage import run_dynamic
+from workbench.evaluate.gpu.isolation import Child, Reply
+from workbench.evaluate.gpu.kernel_names import module_kernels
+from workbench.evaluate.gpu.protocol import (
+    GPU_STAGES,
+    TIMED_S,
+    WARMUP_S,
+    BeginRequest,
+    EvaluateRequest,
+    JudgeCommand,
+    ProtocolError,
+    RunnerCommand,
+    RunnerReady,
+    StageRecord,
+    StageRequest,
+    Status,
+    TimeLimits,
+    decode_judge,
+    decode_runner,
+    encode_runner,
+)
+from workbench.evaluate.gpu.stage_failed import StageFailed, failure
+from workbench.evaluate.gpu.timing_stage import run_timing
+from workbench.evaluate.gpu.tool_process import ProfiledProcess, SanitizedProcess
+
+if TYPE_CHECKING:
+    from workbench.evaluate.gpu.worker import Worker
+
+
+class PhaseClock:
+    """Wall time of consecutive phases outside the stages (where a warm evaluation's seconds go)."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def mark(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = round(now - self._last, 4)
+        self._last = now
+
+
+class Session:
+    """The GPU tiers of one candidate: its runner, the shared judge, its tool processes."""
+
+    def __init__(self, worker: Worker, request: BeginRequest | EvaluateRequest) -> None:
+        self.worker = worker
+        self.limits = TimeLimits.of(request.get("timeouts"))  # first: a malformed request is refused whole
+        self.library = request["library"]
+        # Every call's inputs from this evaluation's secret (a request's `seed` replays one): the
+        # workload's public seed would let a kernel tell the profiled call or a trial by its values.
+        seed = request.get("seed")
+        self.secret = int(seed) if seed is not None else new_secret()
+        self.spec: dict[str, Any] = {**request["spec"], "seed": call_seed(self.secret, "setup")}
+        self.device: str = self.spec.get("device", "cuda")
+        kernels = request.get("kernels")
+        if kernels is None:
+            kernels = module_kernels(self.library, request.get("sass_path"))
+        self.kernels: list[str] | None = None if kernels is None else list(kernels)
+        self.own = None if self.kernels is None else set(self.kernels)
+        self.stages: list[str] = list(request.get("stages") or GPU_STAGES)
+        self.sanitize = bool(request.get("sanitize", True)) and self.device != "cpu"
+        self.pace = {"warmup_s": WARMUP_S, "timed_s": TIMED_S, **(request.get("pace") or {})}
+        self.runner: Child | None = None
+        self.failed: StageRecord | None = None
+        self.device_name: str | None = None
+        self.trace_method: str | None = None
+        self.exports: dict[str, Any] = {}
+        self.notes: list[str] = []
+        self.call_s = self.limits.call_floor_s
+        self.profiler: ProfiledProcess | None = None
+        self.sanitizer: SanitizedProcess | None = None
+        self.timed_calls: list[list] | None = None
+        self.autotuned: dict | None = None  # a Triton candidate's autotuners' choices, for the tools
+        self.source = self._source()
+
+    def _source(self) -> str | None:
+        """The candidate's source beside its library in the build cache, to quote its faulting line."""
+        library = Path(self.library)
+        path = library if library.suffix == ".py" else library.with_name("kernel.cu")
+        try:
+            return path.read_text(errors="replace")
+        except OSError:
+            return None
+
+    @property
+    def smallest_spec(self) -> dict[str, Any]:
+        smallest = self.spec.get("smallest") or {}
+        return {
+            **self.spec,
+            "axes": smallest.get("axes") or self.spec["axes"],
+            "flops": smallest.get("flops"),
+            "seed": call_seed(self.secret, "memcheck"),
+        }
+
+    # ------------------------------------------------------------------ begin
+
+    def begin(self) -> dict[str, Any]:
+        """Start the candidate's processes, set up the judge, load the candidate: the `begun` fields."""
+        clock = PhaseClock()
+        self._start_processes()
+        clock.mark("spawn")
+        try:
+            self._runner_ready(clock)
+            self._judge_setup(clock)
+            self._load(clock)
+        except StageFailed as failed:
+            self.failed = failed.stage
+            return {"ok": False, **self.failed}
+        return {
+            "ok": self.failed is None,
+            "phases_s": clock.phases,
+            "device": self.device_name,
+            "trace": self.trace_method,
+            "call_limit_s": self.call_s,
+            "seed": self.secret,
+            **(self.failed or {}),
+        }
+
+    def _start_processes(self) -> None:
+        worker = self.worker
+        self.runner = worker.take_runner(self.device)
+        if "dynamic" in self.stages and self.kernels and worker.can_profile and self.device != "cpu":
+            # The profiled process loads the candidate and makes the timed workload's inputs meanwhile.
+            self.profiler = worker.take_profiler(
+                self.spec.get("target", ""),
+                self.spec.get("required_family", ""),
+                bool(self.spec.get("source_counters")),
+            )
+            self.profiler.submit(self.library, {**self.spec, "seed": call_seed(self.secret, "profile")})
+        if self.sanitize and "correctness" in self.stages and worker.sanitizer_tool:
+            self.sanitizer = worker.take_sanitizer()
+            self.sanitizer.submit(self.library, self.smallest_spec)
+
+    def _runner_ready(self, clock: PhaseClock) -> None:
+        assert self.runner is not None
+        ready = self.runner.receive(self.limits.start_s)
+        clock.mark("runner_ready")
+        if not ready.ok:
+            raise StageFailed(
+                {
+                    "status": Status.infrastructure_error,
+                    "message": f"the GPU child did not start: {ready.exit_description}"
+                    + (f" ({ready.evidence})" if ready.evidence else ""),
+                }
+            )
+        try:
+            hello = cast(RunnerReady, decode_runner(ready.data, "ready"))
+        except ProtocolError as exc:
+            raise StageFailed(
+                {"status": Status.infrastructure_error, "message": f"the GPU child's hello: {exc}"}
+            ) from None
+        self.device_name = hello["device"]
+        self.trace_method = hello["trace"]
+        if hello["trace_note"]:
+            self.notes.append(hello["trace_note"])
+
+    def _judge_setup(self, clock: PhaseClock) -> None:
+        """The judge gets the task; its time of the primary baseline sets the candidate's call limit."""
+        start_s = self.limits.start_s
+        self.judge_once({"cmd": "setup", "spec": self.spec}, start_s)
+        clock.mark("judge_setup")
+        try:
+            timed = self.judge_once({"cmd": "baseline_ms"}, start_s)
+            baseline_ms = float(timed.get("ms") or 0.0)
+        except StageFailed:
+            baseline_ms = 0.0  # as before: no baseline time leaves the floor as the limit
+        clock.mark("baseline")
+        self.call_s = self.limits.call_limit_s(baseline_ms)
+
+    def judge_once(self, message: JudgeCommand, timeout_s: float) -> dict[str, Any]:
+        """A judge request outside a stage (the runner need not stop): its checked answer."""
+        reply = self.worker.judge_request(self.device, message, timeout_s)
+        return self._judge_answer(message, reply)
+
+    def _load(self, clock: PhaseClock) -> None:
+        assert self.runner is not None
+        command: RunnerCommand = {
+            "cmd": "load",
+            "library": self.library,
+            "kernels": self.kernels,
+            "spec": self.spec,
+            "timing": "timing" in self.stages,
+        }
+        loaded = self.runner.request(encode_runner(command), self.limits.start_s + self.call_s)
+        try:
+            answer = self._runner_answer(command, loaded, "loading the library")
+            self.exports = answer["exports"]
+            self.notes += answer.get("notes") or []
+            self.autotuned = answer.get("autotuned")
+        except StageFailed as failed:
+            self.failed = failed.stage
+        clock.mark("load")
+
+    # ------------------------------------------------------------------ the children
+
+    def ask_runner(self, message: RunnerCommand, what: str, timeout_s: float | None = None) -> dict[str, Any]:
+        """A runner request whose failure ends the stage; its reply's data."""
+        assert self.runner is not None
+        reply = self.runner.request(encode_runner(message), timeout_s or self.call_s)
+        return self._runner_answer(message, reply, what)
+
+    def _runner_answer(self, message: RunnerCommand, reply: Reply, what: str) -> dict[str, Any]:
+        if not reply.ok or reply.forged:
+            raise StageFailed(failure(Status.runtime_error, what, reply))
+        try:
+            data = cast(dict[str, Any], decode_runner(reply.data, message["cmd"]))
+        except ProtocolError as exc:
+            raise StageFailed({"status": Status.infrastructure_error, "message": f"{what}: {exc}"}) from None
+        if data.get("failed"):
+            raise StageFailed({"status": Status.runtime_error, "message": f"{what}: {data['failed']}"})
+        if data.get("error"):
+            raise StageFailed({"status": Status.infrastructure_error, "message": f"{what}: {data['error']}"})
+        if data.get("changed"):
+            raise StageFailed(
+                {
+                    "status": Status.tampered,
+                    "message": f"{what}: the harness in the candidate's process changed during the call "
+                    f"({', '.join(data['changed'][:3])})",
+                }
+            )
+        return data
+
+    def ask_judge(self, message: JudgeCommand) -> dict[str, Any]:
+        """A judge request made while the runner is stopped, so nothing in it runs while the judge reads."""
+        assert self.runner is not None
+        self.runner.pause()
+        try:
+            reply = self.worker.judge_request(self.device, message, self.limits.start_s + 10 * self.call_s)
+        finally:
+            self.runner.resume()
+        return self._judge_answer(message, reply)
+
+    def _judge_answer(self, message: JudgeCommand, reply: dict[str, Any]) -> dict[str, Any]:
+        if reply.get("error"):
+            raise StageFailed(
+                {"status": Status.infrastructure_error, "message": f"the judge: {reply['error']}"}
+            )
+        try:
+            data = cast(dict[str, Any], decode_judge(reply, message["cmd"]))
+        except ProtocolError as exc:
+            raise StageFailed(
+                {"status": Status.infrastructure_error, "message": f"the judge: {exc}"}
+            ) from None
+        if data.get("unreadable"):
+            raise StageFailed(
+                {"status": Status.tampered, "message": f"the candidate's buffers: {data['unreadable']}"}
+            )
+        return data
+
+    # ------------------------------------------------------------------ stages
+
+    def stage(self, name: str, request: StageRequest | EvaluateRequest) -> StageRecord:
+        started = time.perf_counter()
+        result: StageRecord
+        if self.failed is not None:
+            result = dict(self.failed)
+        elif name == "correctness":
+            result = run_correctness(self, int(request.get("trials", 3)))
+        elif name == "timing":
+            result = run_timing(self, int(request.get("warmup", 10)), int(request.get("iterations", 50)))
+        elif name == "dynamic":
+            # This runner is done with: the next candidate's runner, ncu run and memcheck run start now,
+            # while ncu replays this one's kernels, and make their CUDA contexts only once this candidate
+            # ends (a context made during the replay slowed ncu by as much as it saved, on the H200).
+            self.worker.warm_spare(self.device, held=True)
+            result = run_dynamic(self)
+        else:
+            result = {"status": Status.infrastructure_error, "message": f"unknown stage {name!r}"}
+        result.setdefault("duration_s", time.perf_counter() - started)
+        return result
+
+    def end(self) -> None:
+        if self.runner is not None:
+            # Killed, not asked to exit: it holds nothing worth a graceful shutdown.
+            self.runner.close()
+        self.worker.judge_request(self.device, {"cmd": "release"}, 60)
+        for tool in (self.profiler, self.sanitizer):
+            if tool is not None:
+                tool.close()

@@ -1,0 +1,130 @@
+"""The timing stage in the worker: rounds of the candidate and its baselines, in alternating order, each
+call timed from outside the runner and every timed call of the candidate judged; the statistics are
+`timing.py`'s. Standard library only, like the worker.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+from workbench.evaluate.gpu.call_seeds import call_seed
+from workbench.evaluate.gpu.protocol import StageRecord, Status
+from workbench.evaluate.gpu.stage_failed import StageFailed
+from workbench.evaluate.gpu.timing import timed_iterations, timing_stage
+from workbench.evaluate.gpu.trace_checks import attribute
+
+if TYPE_CHECKING:
+    from workbench.evaluate.gpu.session import Session
+
+MAX_ITERATIONS = 400
+RECORDED_CALLS = 3  # checked timed calls kept in the verdict when all passed
+
+
+class TimedRounds:
+    """The calls of one timing stage: who is timed, each call's wall time, the seeds drawn so far."""
+
+    def __init__(self, session: Session, baselines: list[str]) -> None:
+        self.session = session
+        self.names = {str(i): name for i, name in enumerate(baselines)}
+        self.entrants = ["candidate", *self.names]
+        self.walls: dict[str, list[float]] = {entrant: [] for entrant in self.entrants}
+        self.calls = 0
+        self.rounds = 0  # warm-up rounds
+
+    def call(self, entrant: str, keep: bool) -> int:
+        """One call of `entrant`, prepared off the clock and timed around the runner's answer: its seed."""
+        session = self.session
+        seed = call_seed(session.secret, "timed", self.calls)
+        self.calls += 1
+        session.ask_runner(
+            {"cmd": "timing_prepare", "entrant": entrant, "seed": seed}, "timing: preparing a call"
+        )
+        began = time.perf_counter()
+        session.ask_runner(
+            {"cmd": "timing_call", "entrant": entrant}, f"timed call of {self.names.get(entrant, entrant)}"
+        )
+        wall_ms = (time.perf_counter() - began) * 1e3
+        if keep:
+            self.walls[entrant].append(wall_ms)
+        return seed
+
+    def round(self, number: int, keep: bool) -> int:
+        """Every entrant once, the order reversed every other round: the candidate's seed."""
+        order = self.entrants if number % 2 == 0 else self.entrants[::-1]
+        seeds = {entrant: self.call(entrant, keep) for entrant in order}
+        return seeds["candidate"]
+
+    def warm_up(self, warmup: int) -> float:
+        """At least `warmup` rounds, an even number, for at least the pace's warm-up: seconds per round."""
+        started = time.perf_counter()
+        while (
+            self.rounds < warmup
+            or self.rounds % 2
+            or time.perf_counter() - started < self.session.pace["warmup_s"]
+        ):
+            self.round(self.rounds, keep=False)
+            self.rounds += 1
+        return (time.perf_counter() - started) / self.rounds
+
+    def timed(self, count: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """`count` kept rounds, every candidate call's outputs judged: the trials and the first wrong one."""
+        session = self.session
+        checked: list[dict[str, Any]] = []
+        bad: dict[str, Any] | None = None
+        for number in range(count):
+            seed = self.round(self.rounds + number, keep=True)
+            reply = session.ask_judge(
+                {"cmd": "check_timed", "exports": session.exports["same"], "seed": seed}
+            )
+            trial = reply["trial"]
+            trial["timed_call"] = number + 1
+            checked.append(trial)
+            if bad is None and trial["status"] != Status.passed:
+                bad = trial
+        return checked, bad
+
+
+def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
+    try:
+        started = session.ask_runner({"cmd": "timing_start"}, "timing")
+        rounds = TimedRounds(session, started.get("baselines") or [])
+        per_round = rounds.warm_up(warmup)
+        count = timed_iterations(iterations, per_round, session.pace["timed_s"], MAX_ITERATIONS)
+        session.ask_runner({"cmd": "timing_start"}, "timing")  # the warm-up's records are not kept
+        # Every timed call's outputs are judged (against the reference on that call's inputs): a kernel
+        # wrong on any share of its calls fails, not only when a sample happens to hit one.
+        checked, bad = rounds.timed(count)
+        ended = session.ask_runner({"cmd": "timing_end"}, "timing: collecting the trace", session.call_s + 60)
+    except StageFailed as failed:
+        return {**failed.stage, "method": session.trace_method}
+    trace = attribute(ended.get("trace") or {})
+    stage = timing_stage(trace, rounds.walls, rounds.names, session.spec, session.own, session.device_name)
+    stage.update(warmup=rounds.rounds, l2_flush_bytes=ended.get("l2_flush_bytes"))
+    _record_checked(stage, checked, bad)
+    session.timed_calls = [window.kernels for window in trace.labelled("call:candidate")]
+    for note in session.notes:
+        if stage.get("message"):
+            stage["message"] += f" [{note}]"
+    return stage
+
+
+def _record_checked(stage: StageRecord, checked: list[dict[str, Any]], bad: dict[str, Any] | None) -> None:
+    """The record keeps the failing call, else three drawn at random: the count says all were read."""
+    kept = (
+        [bad]
+        if bad is not None
+        else secrets.SystemRandom().sample(checked, min(RECORDED_CALLS, len(checked)))
+    )
+    stage["checked_calls"] = [
+        {key: trial[key] for key in ("seed", "passed", "fresh_addresses", "outputs")} for trial in kept
+    ]
+    count = stage["calls_checked"] = len(checked)
+    if bad is not None and stage["status"] == Status.passed:
+        wrong = sum(trial["status"] != Status.passed for trial in checked)
+        stage["status"] = bad["status"]
+        stage["message"] = (
+            f"timed call {bad['timed_call']} of {count} (seed {bad['seed']}): {bad['message']}; {wrong} of the "
+            f"{count} timed calls were wrong: the kernel answers differently when it is timed"
+        )
