@@ -1,6 +1,7 @@
 """What the `local` and `ssh://` executors share: all five tiers, the GPU ones through a worker.
 
-Build and static run where the executor says (here for `local`, on the remote host for `ssh://`);
+Build and static run where the executor says (`_cuda_steps`: here for `local`; `ssh://` overrides it to
+build on the remote host; a Triton candidate always builds here, `_triton_steps`);
 correctness, timing and the dynamic tier (in that order: the dynamic proof is checked against the timed
 calls) run in the worker (`worker.py`). The stages go through the same `run_stages` as the static
 executor, so progress, which tiers stop which, and the verdict match. Asking a GPU executor of a host
