@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from workbench.evaluate.gpu import protocol
+from workbench.evaluate.gpu import child_protocol, protocol
 from workbench.evaluate.gpu.isolation import Reply
 from workbench.evaluate.gpu.judge import Judge
 from workbench.evaluate.gpu.kernel_trace import WallTrace
@@ -111,14 +111,14 @@ def test_host_worker_messages_round_trip(message: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(("message", "answering"), RUNNER_MESSAGES, ids=lambda m: str(m)[:30])
 def test_worker_runner_messages_round_trip(message: dict[str, Any], answering: str | None) -> None:
-    wire = protocol.encode_runner(message, answering)  # type: ignore[arg-type]
-    assert protocol.decode_runner(json.loads(json.dumps(wire)), answering) == message
+    wire = child_protocol.encode_runner(message, answering)  # type: ignore[arg-type]
+    assert child_protocol.decode_runner(json.loads(json.dumps(wire)), answering) == message
 
 
 @pytest.mark.parametrize(("message", "answering"), JUDGE_MESSAGES, ids=lambda m: str(m)[:30])
 def test_worker_judge_messages_round_trip(message: dict[str, Any], answering: str | None) -> None:
-    wire = protocol.encode_judge(message, answering)  # type: ignore[arg-type]
-    assert protocol.decode_judge(json.loads(json.dumps(wire)), answering) == message
+    wire = child_protocol.encode_judge(message, answering)  # type: ignore[arg-type]
+    assert child_protocol.decode_judge(json.loads(json.dumps(wire)), answering) == message
 
 
 @pytest.mark.parametrize(
@@ -135,11 +135,11 @@ def test_worker_judge_messages_round_trip(message: dict[str, Any], answering: st
         ),
         (protocol.decode_host, {"no": "tag"}, "type"),
         (protocol.decode_host, "[1, 2]", ""),
-        (protocol.decode_runner, {"cmd": "tgo", "entrant": "candidate"}, "cmd"),
-        (protocol.decode_runner, {"cmd": "prepare", "set": "other", "seed": 1}, "set"),
-        (protocol.decode_runner, {"cmd": "timing_prepare", "entrant": "0", "seed": True}, "seed"),
-        (protocol.decode_judge, {"cmd": "check", "exports": {}, "seed": 1}, "fresh"),
-        (protocol.decode_judge, {"cmd": "snapshot", "exports": [], "seed": 1}, "exports"),
+        (child_protocol.decode_runner, {"cmd": "tgo", "entrant": "candidate"}, "cmd"),
+        (child_protocol.decode_runner, {"cmd": "prepare", "set": "other", "seed": 1}, "set"),
+        (child_protocol.decode_runner, {"cmd": "timing_prepare", "entrant": "0", "seed": True}, "seed"),
+        (child_protocol.decode_judge, {"cmd": "check", "exports": {}, "seed": 1}, "fresh"),
+        (child_protocol.decode_judge, {"cmd": "snapshot", "exports": [], "seed": 1}, "exports"),
     ],
 )
 def test_a_malformed_message_names_its_field(decode: Any, message: object, field: str) -> None:
@@ -150,10 +150,10 @@ def test_a_malformed_message_names_its_field(decode: Any, message: object, field
 
 def test_a_malformed_answer_names_its_field() -> None:
     with pytest.raises(ProtocolError, match="'exports'") as raised:
-        protocol.decode_runner({"ok": True, "sandbox": True, "notes": [], "autotuned": None}, "load")
+        child_protocol.decode_runner({"ok": True, "sandbox": True, "notes": [], "autotuned": None}, "load")
     assert raised.value.field == "exports"
     with pytest.raises(ProtocolError) as raised:
-        protocol.decode_judge({"trial": {**TRIAL, "seed": "7"}}, "check")
+        child_protocol.decode_judge({"trial": {**TRIAL, "seed": "7"}}, "check")
     assert raised.value.field == "trial.seed"
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 
 def serve() -> int:
+    from workbench.evaluate.gpu.child_protocol import RunnerReady, encode_runner
     from workbench.evaluate.gpu.isolation import HOLD_ENV, ChildChannel
-    from workbench.evaluate.gpu.protocol import RunnerReady, encode_runner
 
     channel = ChildChannel()
     device = os.environ.get("PTXWB_DEVICE", "cuda")

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import torch
 
 from workbench.evaluate.gpu import sandbox
+from workbench.evaluate.gpu.child_protocol import decode_judge, encode_judge
 from workbench.evaluate.gpu.correctness import (
     PASSED,
     bits,
@@ -48,7 +49,7 @@ from workbench.evaluate.gpu.inputs import (
     shape_of,
 )
 from workbench.evaluate.gpu.isolation import ChildChannel
-from workbench.evaluate.gpu.protocol import ProtocolError, Status, decode_judge, encode_judge
+from workbench.evaluate.gpu.protocol import ProtocolError, Status
 
 DERIVED_ATOL = 1e-3  # the fast forward of a timed call, redrawn here: the same kernels on the same inputs
 

@@ -40,13 +40,14 @@ import torch
 
 from workbench.evaluate.gpu import sandbox
 from workbench.evaluate.gpu.baselines import Baseline, input_buffers, make_baselines
+from workbench.evaluate.gpu.child_protocol import decode_runner
 from workbench.evaluate.gpu.exchange import Exporter
 from workbench.evaluate.gpu.fingerprint import changes, fingerprint
 from workbench.evaluate.gpu.inputs import fill_inputs, fill_poison, make_outputs, scalar_inputs
 from workbench.evaluate.gpu.isolation import ChildChannel, error_line
 from workbench.evaluate.gpu.kernel_trace import KernelTrace, _Trace
 from workbench.evaluate.gpu.l2_reset import PersistingL2
-from workbench.evaluate.gpu.protocol import ProtocolError, decode_runner
+from workbench.evaluate.gpu.protocol import ProtocolError
 
 if TYPE_CHECKING:
     from workbench.evaluate.gpu.triton_runtime import Opened
@@ -68,6 +69,8 @@ LIBRARY_MODULES = (
     "workbench.evaluate.gpu.baselines",
     "workbench.evaluate.gpu.sandbox",
     "workbench.evaluate.gpu.protocol",
+    "workbench.evaluate.gpu.child_protocol",
+    "workbench.evaluate.gpu.typed_check",
     "json",
     "json.decoder",
     "torch.cuda",

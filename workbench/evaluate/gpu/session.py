@@ -14,6 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from workbench.evaluate.gpu.call_seeds import call_seed, new_secret
+from workbench.evaluate.gpu.child_protocol import (
+    JudgeCommand,
+    RunnerCommand,
+    RunnerReady,
+    decode_judge,
+    decode_runner,
+    encode_runner,
+)
 from workbench.evaluate.gpu.correctness_stage import run_correctness
 from workbench.evaluate.gpu.dynamic_stage import run_dynamic
 from workbench.evaluate.gpu.isolation import Child, Reply
@@ -24,17 +32,11 @@ from workbench.evaluate.gpu.protocol import (
     WARMUP_S,
     BeginRequest,
     EvaluateRequest,
-    JudgeCommand,
     ProtocolError,
-    RunnerCommand,
-    RunnerReady,
     StageRecord,
     StageRequest,
     Status,
     TimeLimits,
-    decode_judge,
-    decode_runner,
-    encode_runner,
 )
 from workbench.evaluate.gpu.stage_failed import StageFailed, failure
 from workbench.evaluate.gpu.timing_stage import run_timing

@@ -39,13 +39,13 @@ import sys
 from typing import IO, Any, cast
 
 from workbench.evaluate.gpu import sandbox
+from workbench.evaluate.gpu.child_protocol import JudgeCommand, encode_judge, encode_runner
 from workbench.evaluate.gpu.isolation import HOLD_ENV, Child
 from workbench.evaluate.gpu.protocol import (
     GPU_STAGES,
     PROTOCOL,
     EvaluateRequest,
     HostRequest,
-    JudgeCommand,
     ProtocolError,
     StageHead,
     Status,
@@ -53,8 +53,6 @@ from workbench.evaluate.gpu.protocol import (
     WorkerReply,
     decode_host,
     encode_host,
-    encode_judge,
-    encode_runner,
 )
 from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.tool_process import ProfiledProcess, SanitizedProcess
