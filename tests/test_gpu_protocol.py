@@ -32,7 +32,6 @@ TRIAL = {
 
 HOST_MESSAGES: list[dict[str, Any]] = [
     {"op": "hello"},
-    {"op": "build", "source": "...", "target": "h100", "required_family": None, "timeout_s": 180},
     {"op": "begin", "library": "/k.so", "kernels": ["k"], "spec": {"axes": {}}, "stages": ["correctness"]},
     {"op": "stage", "stage": "timing", "warmup": 2, "iterations": 6},
     {"op": "end", "warm": False},
@@ -47,7 +46,6 @@ HOST_MESSAGES: list[dict[str, Any]] = [
         "ncu": None,
         "sanitizer": None,
     },
-    {"type": "built", "build": {"status": "passed"}, "static": None, "kernels": None},
     {"type": "begun", "ok": False, "status": "infrastructure_error", "message": "the judge: gone"},
     {"type": "stage", "stage": "timing", "result": {"status": "passed", "message": "", "duration_s": 1.5}},
     {"type": "ended"},
@@ -188,10 +186,13 @@ def test_the_worker_answers_a_malformed_request_with_an_infrastructure_error() -
             {"op": "stage", "id": 1},
             {"op": "begin", "id": 2, "library": "/k.so", "spec": {}, "timeouts": {"dynamic": 1.0}},
             {"op": "begin", "id": 3, "library": 5, "spec": {}},
+            # The build op left the worker (the GPU host builds through remote_build): refused, not served.
+            {"op": "build", "id": 4, "source": "", "target": "hopper"},
         ]
     )
-    assert [reply["status"] for reply in replies] == [Status.infrastructure_error] * 3
-    assert [reply["id"] for reply in replies] == [1, 2, 3]
+    assert [reply["status"] for reply in replies] == [Status.infrastructure_error] * 4
+    assert [reply["id"] for reply in replies] == [1, 2, 3, 4]
+    assert "names no message" in replies[3]["message"]
     assert "'stage' is missing" in replies[0]["message"]
     assert "'timeouts.dynamic'" in replies[1]["message"]
     assert "'library'" in replies[2]["message"]

@@ -132,16 +132,6 @@ class HelloRequest(TypedDict):
     op: Literal["hello"]
 
 
-class BuildRequest(TypedDict):
-    """The build host's door (`remote_build.py` reads the fields)."""
-
-    op: Literal["build"]
-    source: str
-    target: str
-    required_family: NotRequired[str | None]
-    timeout_s: NotRequired[float]
-
-
 class _CandidateFields(TypedDict):
     """What begin and evaluate both carry: the library, its kernels' names and the task's workload."""
 
@@ -199,13 +189,6 @@ class HelloReply(TypedDict):
     sanitizer: str | None
 
 
-class BuiltReply(TypedDict):
-    type: Literal["built"]
-    build: dict[str, Any]
-    static: dict[str, Any] | None
-    kernels: list[str] | None
-
-
 class BegunReply(TypedDict):
     type: Literal["begun"]
     ok: bool
@@ -257,23 +240,12 @@ class ErrorReply(TypedDict):
     status: NotRequired[Status]
 
 
-HostRequest = (
-    HelloRequest | BuildRequest | BeginRequest | StageRequest | EndRequest | EvaluateRequest | ShutdownRequest
-)
+HostRequest = HelloRequest | BeginRequest | StageRequest | EndRequest | EvaluateRequest | ShutdownRequest
 WorkerReply = (
-    HelloReply
-    | BuiltReply
-    | BegunReply
-    | StageReply
-    | EndedReply
-    | ProgressReply
-    | ResultReply
-    | ByeReply
-    | ErrorReply
+    HelloReply | BegunReply | StageReply | EndedReply | ProgressReply | ResultReply | ByeReply | ErrorReply
 )
 HOST_REQUESTS: dict[str, type] = {
     "hello": HelloRequest,
-    "build": BuildRequest,
     "begin": BeginRequest,
     "stage": StageRequest,
     "end": EndRequest,
@@ -282,7 +254,6 @@ HOST_REQUESTS: dict[str, type] = {
 }
 WORKER_REPLIES: dict[str, type] = {
     "hello": HelloReply,
-    "built": BuiltReply,
     "begun": BegunReply,
     "stage": StageReply,
     "ended": EndedReply,
