@@ -358,23 +358,10 @@ async def compile_source(
         cached.duration_s = time.perf_counter() - started
         return cached
 
-    toolchain_line = toolchain.release
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=root))
     try:
-        (work / SOURCE_NAME).write_text(source)
-        (work / "keep").mkdir()
-        started_sass = asyncio.Event()
-        early_sass = asyncio.create_task(_disassemble_when_ready(work, started_sass))
-        run: _Run | None = None
-        try:
-            run = await _run(command, work, timeout_s)
-        finally:
-            # Keep a disassembly under way after a good compile; drop it otherwise.
-            if run is None or run.returncode != 0 or not started_sass.is_set():
-                early_sass.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await early_sass
+        run = await _compile_in(work, source, command, timeout_s)
         shown_command = [Path(command[0]).name, *command[1:]]
         if run.returncode is None:
             return BuildStage(
@@ -382,7 +369,7 @@ async def compile_source(
                 message=f"nvcc did not finish within {timeout_s:g} s",
                 build_key=key,
                 command=shown_command,
-                toolchain=toolchain_line,
+                toolchain=toolchain.release,
                 duration_s=time.perf_counter() - started,
             )
         output = _named_for_candidate(run.output, work)
@@ -394,62 +381,99 @@ async def compile_source(
             compiler_output=_trim(output),
             resources=resources,
             warnings=warnings,
-            toolchain=toolchain_line,
+            toolchain=toolchain.release,
         )
         if run.returncode != 0:
-            stage.status = Status.compile_error
-            stage.errors = first_errors(output) or [output.strip().splitlines()[-1] if output.strip() else ""]
-            stage.message = f"nvcc failed (exit {run.returncode}): {stage.errors[0]}"
-            if (work / "keep" / PTX_NAME).is_file():  # ptxas rejected it: its errors cite PTX lines
-                (work / "keep" / PTX_NAME).replace(work / PTX_NAME)
-                stage.ptx_path = PTX_NAME
-        else:
-            for name, found in (
-                (PTX_NAME, work / "keep" / PTX_NAME),
-                (CUBIN_NAME, work / "keep" / CUBIN_NAME),
-            ):
-                if not found.is_file():
-                    stage.status = Status.infrastructure_error
-                    stage.message = f"nvcc succeeded but left no {name}"
-                    return stage
-                found.replace(work / name)
-            try:
-                link = check_library(work / LIBRARY_NAME, EXPORT_SYMBOL)
-            except BinutilsMissing as exc:
-                stage.status = Status.infrastructure_error
-                stage.message = str(exc)
-                return stage
-            if link.denials:
-                _refuse(stage, link, work, source, toolchain)
-            elif link.system_calls:
-                stage.status = Status.banned
-                stage.message = (
-                    f"the library's machine code holds {link.system_calls} system call instruction(s) (syscall, "
-                    "sysenter or int 0x80 in inline assembly): host code reaches the kernel only through the C runtime"
-                )
-                stage.errors = [stage.message]
-            elif not link.exports_run:
-                stage.status = Status.compile_error
-                stage.message = f"the library exports no `run`: {EXPORT_HINT}"
-                stage.errors = [stage.message]
-            else:
-                stage.status = Status.passed
-                stage.message = f"built for {target.sm}{warning_summary(warnings)}"
-            stage.library_path, stage.ptx_path, stage.cubin_path = LIBRARY_NAME, PTX_NAME, CUBIN_NAME
-        shutil.rmtree(work / "keep", ignore_errors=True)
-        (work / RECORD_NAME).write_text(stage.model_dump_json(indent=1))
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            work.rename(entry)
-        except OSError:
-            pass  # another evaluation of the same source finished first: its entry is as good
-        final = _load_cached(entry) or stage
-        final.cache_hit = False
-        final.duration_s = time.perf_counter() - started
-        return final
+            _compile_failed(stage, run.returncode, output, work)
+        elif not _judge_library(stage, work, source, toolchain, target):
+            return stage  # an infrastructure error: not cached
+        return _store(stage, work, entry, started)
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+
+
+async def _compile_in(work: Path, source: str, command: list[str], timeout_s: float) -> _Run:
+    """Run nvcc on `source` in `work`, dumping the SASS alongside once the cubin is complete."""
+    (work / SOURCE_NAME).write_text(source)
+    (work / "keep").mkdir()
+    started_sass = asyncio.Event()
+    early_sass = asyncio.create_task(_disassemble_when_ready(work, started_sass))
+    run: _Run | None = None
+    try:
+        run = await _run(command, work, timeout_s)
+    finally:
+        # Keep a disassembly under way after a good compile; drop it otherwise.
+        if run is None or run.returncode != 0 or not started_sass.is_set():
+            early_sass.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await early_sass
+    return run
+
+
+def _compile_failed(stage: BuildStage, returncode: int, output: str, work: Path) -> None:
+    """nvcc exited non-zero: a compile error with its first error lines."""
+    stage.status = Status.compile_error
+    stage.errors = first_errors(output) or [output.strip().splitlines()[-1] if output.strip() else ""]
+    stage.message = f"nvcc failed (exit {returncode}): {stage.errors[0]}"
+    if (work / "keep" / PTX_NAME).is_file():  # ptxas rejected it: its errors cite PTX lines
+        (work / "keep" / PTX_NAME).replace(work / PTX_NAME)
+        stage.ptx_path = PTX_NAME
+
+
+def _judge_library(
+    stage: BuildStage, work: Path, source: str, toolchain: BuildToolchain, target: Target
+) -> bool:
+    """nvcc succeeded: keep its PTX and cubin and judge the library it linked. False when the verdict is
+    an infrastructure error (an artifact missing, no binutils), which is not cached."""
+    for name, found in (
+        (PTX_NAME, work / "keep" / PTX_NAME),
+        (CUBIN_NAME, work / "keep" / CUBIN_NAME),
+    ):
+        if not found.is_file():
+            stage.status = Status.infrastructure_error
+            stage.message = f"nvcc succeeded but left no {name}"
+            return False
+        found.replace(work / name)
+    try:
+        link = check_library(work / LIBRARY_NAME, EXPORT_SYMBOL)
+    except BinutilsMissing as exc:
+        stage.status = Status.infrastructure_error
+        stage.message = str(exc)
+        return False
+    if link.denials:
+        _refuse(stage, link, work, source, toolchain)
+    elif link.system_calls:
+        stage.status = Status.banned
+        stage.message = (
+            f"the library's machine code holds {link.system_calls} system call instruction(s) (syscall, "
+            "sysenter or int 0x80 in inline assembly): host code reaches the kernel only through the C runtime"
+        )
+        stage.errors = [stage.message]
+    elif not link.exports_run:
+        stage.status = Status.compile_error
+        stage.message = f"the library exports no `run`: {EXPORT_HINT}"
+        stage.errors = [stage.message]
+    else:
+        stage.status = Status.passed
+        stage.message = f"built for {target.sm}{warning_summary(stage.warnings)}"
+    stage.library_path, stage.ptx_path, stage.cubin_path = LIBRARY_NAME, PTX_NAME, CUBIN_NAME
+    return True
+
+
+def _store(stage: BuildStage, work: Path, entry: Path, started: float) -> BuildStage:
+    """Record the finished build as the cache entry `entry` and return it as read back from there."""
+    shutil.rmtree(work / "keep", ignore_errors=True)
+    (work / RECORD_NAME).write_text(stage.model_dump_json(indent=1))
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        work.rename(entry)
+    except OSError:
+        pass  # another evaluation of the same source finished first: its entry is as good
+    final = _load_cached(entry) or stage
+    final.cache_hit = False
+    final.duration_s = time.perf_counter() - started
+    return final
 
 
 def _refuse(stage: BuildStage, link: LinkReport, work: Path, source: str, toolchain: BuildToolchain) -> None:
