@@ -250,33 +250,10 @@ def dynamic_stage(
     """The dynamic stage dict from the parsed launches of one profiled call. With `own_kernels`, a launch
     of any other kernel (cuBLAS reached through dlopen, say) is left out: its instructions and tensor work
     never count for the candidate (the correctness tier fails such a call as foreign_kernel)."""
-    foreign = []
-    if own_kernels is not None:
-        foreign = sorted({launch["name"] for launch in launches if launch["name"] not in own_kernels})
-        launches = [launch for launch in launches if launch["name"] in own_kernels]
-    opcodes: dict[str, float] = {}
-    tensor_flops: float | None = None
+    launches, foreign = _own_launches(launches, own_kernels)
     wanted = tensor_metric(target, required)
-    for launch in launches:
-        for opcode, threads in launch["opcodes"].items():
-            opcodes[opcode] = opcodes.get(opcode, 0.0) + threads
-        # Only the metric that counts the required family's pipe is a share of the task's FLOPs.
-        if launch["tensor_flops"] is not None and launch.get("tensor_metric", wanted) == wanted:
-            tensor_flops = (tensor_flops or 0.0) + launch["tensor_flops"]
-    family_of: dict[str, str] = {}  # the first family holding an opcode keeps it (`sass.FAMILIES`' order)
-    for family, members in families.items():
-        for opcode in members:
-            family_of.setdefault(opcode, family)
-    executed_families: dict[str, int] = {}
-    for opcode, threads in opcodes.items():
-        holder = family_of.get(opcode)
-        if holder is not None and threads > 0:
-            executed_families[holder] = executed_families.get(holder, 0) + int(threads)
-    if required in families and required not in family_of.values():
-        # A narrower family (QGMMA within GMMA) is counted when it is the one required.
-        narrow = sum(int(opcodes.get(opcode, 0.0)) for opcode in families[required])
-        if narrow > 0:
-            executed_families[required] = narrow
+    opcodes, tensor_flops = _summed_work(launches, wanted)
+    executed_families = _executed_families(opcodes, families, required)
     stage: dict = {
         "status": "passed",
         "kernels": sorted({launch["name"] for launch in launches}),
@@ -301,49 +278,104 @@ def dynamic_stage(
         )
         return stage
     if not stage["required_executed"]:
-        wanted = "/".join(sorted(families.get(required, [])))
+        members = "/".join(sorted(families.get(required, [])))
         stage["status"] = "dynamic_not_executed"
         stage["message"] = (
-            f"no thread executed {required} ({wanted}): predicate-true thread count 0 over the "
+            f"no thread executed {required} ({members}): predicate-true thread count 0 over the "
             f"{len(launches)} launch(es) of one call"
         )
         return stage
     threads = executed_families[required]
     if tensor_flops is not None and task_flops:
-        share = tensor_flops / task_flops
-        stage["tensor_share"] = share
         other = other_work(opcodes, set(families.get(required, [])))
-        stage["other_work_share"] = sum(other.values()) / task_flops
-        if share >= MIN_TENSOR_SHARE and stage["other_work_share"] > MAX_OTHER_SHARE:
-            paths = ", ".join(
-                f"{op} {flops / task_flops:.0%}"
-                for op, flops in sorted(other.items(), key=lambda i: -i[1])[:3]
-            )
-            stage["status"] = "decoy"
-            stage["message"] = (
-                f"{required} did {share:.1%} of the task's FLOPs, and other instructions did at least "
-                f"{stage['other_work_share']:.0%} of them again ({paths}; at most {MAX_OTHER_SHARE:.0%} "
-                f"allowed): the answer can come from them; the required family must do the work, once"
-            )
+        if not _judge_tensor_share(stage, required, threads, other):
             return stage
-        if share < MIN_TENSOR_SHARE:
-            stage["status"] = "low_tensor_share"
-            stage["message"] = (
-                f"{required} ran ({threads:,} predicate-true thread executions) but the tensor pipe did {share:.1%} of the "
-                f"task's FLOPs ({tensor_flops:.3g} of {task_flops:.3g}): the math happens elsewhere"
-            )
-            return stage
-        stage["message"] = (
-            f"{required} executed by {threads:,} threads; tensor pipe did {share:.1%} of the task's FLOPs"
-        )
     else:
-        if required in NO_TENSOR_SHARE:
-            note = " (memory-bound family: no tensor-FLOP share asked)"
-        elif wanted is not None:
-            note = "" if tensor_flops is not None else f" ({wanted} was not collected)"
-        else:
-            note = f" (no tensor-FLOP metric for {target} yet)"
-        stage["message"] = f"{required}: {threads:,} predicate-true thread executions{note}"
+        stage["message"] = f"{required}: {threads:,} predicate-true thread executions" + _uncounted_note(
+            required, wanted, tensor_flops, target
+        )
     if foreign:
         stage["message"] += f"; {len(foreign)} kernel(s) not its own left out: {', '.join(foreign[:3])}"
     return stage
+
+
+def _own_launches(launches: list[dict], own_kernels: set[str] | None) -> tuple[list[dict], list[str]]:
+    """The launches of the candidate's own kernels, and the names of the others left out."""
+    if own_kernels is None:
+        return launches, []
+    foreign = sorted({launch["name"] for launch in launches if launch["name"] not in own_kernels})
+    return [launch for launch in launches if launch["name"] in own_kernels], foreign
+
+
+def _summed_work(launches: list[dict], wanted: str | None) -> tuple[dict[str, float], float | None]:
+    """Predicate-true threads per opcode over all the launches, and their tensor-pipe FLOPs by `wanted`."""
+    opcodes: dict[str, float] = {}
+    tensor_flops: float | None = None
+    for launch in launches:
+        for opcode, threads in launch["opcodes"].items():
+            opcodes[opcode] = opcodes.get(opcode, 0.0) + threads
+        # Only the metric that counts the required family's pipe is a share of the task's FLOPs.
+        if launch["tensor_flops"] is not None and launch.get("tensor_metric", wanted) == wanted:
+            tensor_flops = (tensor_flops or 0.0) + launch["tensor_flops"]
+    return opcodes, tensor_flops
+
+
+def _executed_families(
+    opcodes: dict[str, float], families: dict[str, list[str]], required: str
+) -> dict[str, int]:
+    """Predicate-true threads per instruction family, each opcode counted in the first family holding it."""
+    family_of: dict[str, str] = {}  # the first family holding an opcode keeps it (`sass.FAMILIES`' order)
+    for family, members in families.items():
+        for opcode in members:
+            family_of.setdefault(opcode, family)
+    executed_families: dict[str, int] = {}
+    for opcode, threads in opcodes.items():
+        holder = family_of.get(opcode)
+        if holder is not None and threads > 0:
+            executed_families[holder] = executed_families.get(holder, 0) + int(threads)
+    if required in families and required not in family_of.values():
+        # A narrower family (QGMMA within GMMA) is counted when it is the one required.
+        narrow = sum(int(opcodes.get(opcode, 0.0)) for opcode in families[required])
+        if narrow > 0:
+            executed_families[required] = narrow
+    return executed_families
+
+
+def _judge_tensor_share(stage: dict, required: str, threads: int, other: dict[str, float]) -> bool:
+    """Judge the tensor pipe's share of the task's FLOPs and the work done besides it (`other`): sets the
+    stage's shares and message, and its status where it fails (then False)."""
+    tensor_flops, task_flops = stage["tensor_flops"], stage["task_flops"]
+    share = tensor_flops / task_flops
+    stage["tensor_share"] = share
+    stage["other_work_share"] = sum(other.values()) / task_flops
+    if share >= MIN_TENSOR_SHARE and stage["other_work_share"] > MAX_OTHER_SHARE:
+        paths = ", ".join(
+            f"{op} {flops / task_flops:.0%}" for op, flops in sorted(other.items(), key=lambda i: -i[1])[:3]
+        )
+        stage["status"] = "decoy"
+        stage["message"] = (
+            f"{required} did {share:.1%} of the task's FLOPs, and other instructions did at least "
+            f"{stage['other_work_share']:.0%} of them again ({paths}; at most {MAX_OTHER_SHARE:.0%} "
+            f"allowed): the answer can come from them; the required family must do the work, once"
+        )
+        return False
+    if share < MIN_TENSOR_SHARE:
+        stage["status"] = "low_tensor_share"
+        stage["message"] = (
+            f"{required} ran ({threads:,} predicate-true thread executions) but the tensor pipe did {share:.1%} of the "
+            f"task's FLOPs ({tensor_flops:.3g} of {task_flops:.3g}): the math happens elsewhere"
+        )
+        return False
+    stage["message"] = (
+        f"{required} executed by {threads:,} threads; tensor pipe did {share:.1%} of the task's FLOPs"
+    )
+    return True
+
+
+def _uncounted_note(required: str, wanted: str | None, tensor_flops: float | None, target: str) -> str:
+    """Why no tensor-FLOP share was judged: a memory-bound family, a metric not collected, none for the target."""
+    if required in NO_TENSOR_SHARE:
+        return " (memory-bound family: no tensor-FLOP share asked)"
+    if wanted is not None:
+        return "" if tensor_flops is not None else f" ({wanted} was not collected)"
+    return f" (no tensor-FLOP metric for {target} yet)"
