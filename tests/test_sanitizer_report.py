@@ -38,6 +38,11 @@ def test_the_message_quotes_the_candidate_line_and_names_the_workload() -> None:
     )
 
 
+def test_a_rerun_at_the_failing_workload_says_so() -> None:
+    message = memcheck_message(REPORT, SOURCE, {"M": 1024}, where="the failing workload")
+    assert message is not None and message.startswith("memcheck at the failing workload (M=1024): Invalid")
+
+
 def test_the_address_is_read_whatever_words_lead_to_it() -> None:
     for wording in ("Access at", "Access to", "Address", "Access to address"):
         (fault,), _ = parse_memcheck(REPORT.replace("Access at", wording))

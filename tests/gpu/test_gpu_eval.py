@@ -347,6 +347,18 @@ def test_each_hostile_kernel_fails_with_its_status(runner: Runner, libraries, na
     assert runner.run(runner.client.request({"op": "hello"}, timeout_s=60))["type"] == "hello"
 
 
+def test_a_fault_only_at_the_timed_workload_is_explained_where_it_happened(runner: Runner, libraries) -> None:
+    """Its own host code exits on the fault, and memcheck at the smallest workload sees nothing: memcheck
+    runs again at the workload that failed and names the kernel, line, thread, block and address."""
+    stages = evaluate(runner, libraries["large_workload_fault"], spec_for(1024))
+    correctness = stages["correctness"]
+    print(correctness["status"], correctness["message"])
+    assert correctness["status"] == "runtime_error", correctness
+    assert "exited with status 1" in correctness["message"]
+    after = correctness["message"].split("memcheck at the failing workload (M=1024): ", 1)[-1]
+    assert all(word in after for word in ("simt_gemm_kernel", "kernel.cu:", "thread (", "address 0x")), after
+
+
 def test_a_library_importing_dlopen_is_banned_at_build(tmp_path: Path) -> None:
     source = (HERE / "faults" / "dlopen_cublas.cu").read_text()
     stage = asyncio.run(compile_source(source, get_target("hopper"), 600, tmp_path))

@@ -106,4 +106,31 @@ def _gate(session: Session, status: str) -> str | None:
     limit = limits.get(status, session.call_s)  # a str key finds its Status member
     if not tool.wait(limit):
         return None if status != Status.passed else f"memcheck gave no answer within {limit:g} s (not judged)"
-    return memcheck_message(tool.report(), session.source, session.smallest_spec["axes"])
+    found = memcheck_message(tool.report(), session.source, session.smallest_spec["axes"])
+    if found is None and status == Status.runtime_error:
+        return _at_the_failing_workload(session)
+    return found
+
+
+def _at_the_failing_workload(session: Session) -> str | None:
+    """A call that crashed where memcheck at the smallest workload saw nothing: memcheck once more, at the
+    workload that failed and on the first trial's inputs, within the gate's own limit, so the message names
+    the kernel, line, thread, block and address wherever the fault is."""
+    axes = session.spec["axes"]
+    if axes == session.smallest_spec["axes"] or not session.worker.sanitizer_tool:
+        return None
+    spec = {**session.spec, "seed": call_seed(session.secret, "same", 0)}
+    tool = session.worker.take_sanitizer()
+    try:
+        tool.submit(session.library, spec)
+        tool.go(session.autotuned)
+        limit = session.limits.sanitize_s
+        if not tool.wait(limit):
+            return (
+                f"memcheck at the failing workload gave no answer within {limit:g} s: the limit cut it short"
+            )
+        found = memcheck_message(tool.report(), session.source, axes, where="the failing workload")
+        shown = ", ".join(f"{k}={v}" for k, v in axes.items())
+        return found or f"memcheck at the failing workload ({shown}) found no memory error"
+    finally:
+        tool.close()

@@ -102,7 +102,9 @@ def parse_memcheck(report: str) -> tuple[list[Fault], int | None]:
     return faults, summary
 
 
-def memcheck_message(report: str, source: str | None, axes: dict) -> str | None:
+def memcheck_message(
+    report: str, source: str | None, axes: dict, where: str = "the smallest workload"
+) -> str | None:
     """The line for the agent: the first fault and how many there were; None when memcheck found none."""
     faults, summary = parse_memcheck(report)
     if not faults:
@@ -110,4 +112,4 @@ def memcheck_message(report: str, source: str | None, axes: dict) -> str | None:
     shown = ", ".join(f"{k}={v}" for k, v in axes.items())
     count = summary if summary is not None else len(faults)
     more = f" ({count} errors in all)" if count > 1 else ""
-    return f"memcheck at the smallest workload ({shown}): {faults[0].describe(source)}{more}"
+    return f"memcheck at {where} ({shown}): {faults[0].describe(source)}{more}"
