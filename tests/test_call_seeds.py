@@ -9,6 +9,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from workbench.evaluate.gpu.call_seeds import SECRET_BITS, call_seed, new_secret
+from workbench.evaluate.gpu.session import PROFILED_POSITIONS, calls_before_profiled
 
 PTXWB = Path(sys.executable).parent / "ptxwb"
 
@@ -38,3 +39,11 @@ def test_a_seed_outside_the_range_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         f"ptxwb: --seed must be a verdict's seed, 0 to 2^62 - 1 (got {2**62})"
     ]
+
+
+def test_the_profiled_calls_position_in_its_process_is_the_secrets() -> None:
+    positions = [calls_before_profiled(new_secret()) for _ in range(2000)]
+    assert min(positions) == 1 and max(positions) == PROFILED_POSITIONS
+    assert len(set(positions)) == PROFILED_POSITIONS  # every position is drawn, none favoured away
+    secret = new_secret()
+    assert calls_before_profiled(secret) == calls_before_profiled(secret)  # a replay profiles the same call

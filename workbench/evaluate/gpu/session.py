@@ -46,6 +46,17 @@ if TYPE_CHECKING:
     from workbench.evaluate.gpu.worker import Worker
 
 
+# The profiled call is call 2 to PROFILED_POSITIONS + 1 of its process, drawn from the secret: the runner's
+# timed calls are its calls 15 to 65 or so, so a kernel that keys on its call count cannot run the target's
+# path only where the profiler might be without running it on the timed calls too.
+PROFILED_POSITIONS = 64
+
+
+def calls_before_profiled(secret: int) -> int:
+    """How many unprofiled calls the profiled process makes first: 1 to PROFILED_POSITIONS."""
+    return 1 + call_seed(secret, "profile_position") % PROFILED_POSITIONS
+
+
 class PhaseClock:
     """Wall time of consecutive phases outside the stages (where a warm evaluation's seconds go)."""
 
@@ -146,7 +157,14 @@ class Session:
                 self.spec.get("required_family", ""),
                 bool(self.spec.get("source_counters")),
             )
-            self.profiler.submit(self.library, {**self.spec, "seed": call_seed(self.secret, "profile")})
+            self.profiler.submit(
+                self.library,
+                {
+                    **self.spec,
+                    "seed": call_seed(self.secret, "profile"),
+                    "calls_before": calls_before_profiled(self.secret),
+                },
+            )
         if self.sanitize and "correctness" in self.stages and worker.sanitizer_tool:
             self.sanitizer = worker.take_sanitizer()
             self.sanitizer.submit(self.library, self.smallest_spec)
