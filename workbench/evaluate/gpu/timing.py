@@ -90,6 +90,14 @@ def _overhead(walls: Sequence[float], spans: Sequence[float]) -> float:
     return statistics.median(w - s for w, s in zip(walls, spans, strict=True))
 
 
+class _Failed(Exception):
+    """A timing check failed: the stage's status and message (raised by the checks below)."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
 def timing_stage(
     trace: Attributed,
     walls: dict[str, list[float]],
@@ -101,50 +109,76 @@ def timing_stage(
     """The timing stage dict. `walls` maps an entrant ("candidate", "0", "1") to the worker's clock time
     of each timed call in order; `names` maps a baseline entrant to its name."""
     stage: dict = {"status": "passed", "message": "", "method": trace.method}
-
-    def fail(status: str, message: str) -> dict:
-        stage.update(status=status, message=message)
+    try:
+        if trace.method == "cupti":
+            _check_trace(trace)
+        spans_of = _summarize_calls(stage, trace, names)
+        foreign = foreign_names([k for w in trace.labelled("call:candidate") for k in w.kernels], own)
+        if foreign and trace.method == "cupti":
+            raise _Failed(
+                "foreign_kernel",
+                f"timed calls launched kernels not defined in the candidate's module: {', '.join(foreign[:3])}",
+            )
+        _add_rates(stage, spec, device_name)
+        problem = _clock_problem(spans_of, walls, names)
+        if problem is not None:
+            stage["host_overhead_ms"], stage["baseline_host_overhead_ms"] = problem[2], problem[3]
+            if problem[0]:
+                raise _Failed(problem[0], problem[1])
+        if stage.get("faster_than_light"):
+            raise _Failed(
+                "faster_than_light",
+                f"candidate {stage['candidate']['median_ms']:.4g} ms median is faster than the speed of light "
+                f"{stage['speed_of_light_ms']:.4g} ms ({stage['speed_of_light_source']}): no honest kernel is",
+            )
+    except _Failed as failed:
+        stage.update(status=failed.status, message=failed.message)
         return stage
+    stage["message"] = timing_message(stage)
+    return stage
 
-    if trace.method == "cupti":
-        if trace.stray:
-            return fail(
-                "stray_kernel",
-                f"during the timed calls the candidate's process ran {len(trace.stray)} piece(s) of GPU work outside "
-                f"every call (first: {trace.stray[0]})",
-            )
-        if any(not w.kernels for w in trace.labelled("marker")):
-            return fail(
-                "tampered", "the kernel trace lost the harness's marker kernel during the timed calls"
-            )
+
+def _check_trace(trace: Attributed) -> None:
+    """A CUPTI trace holds no GPU work outside the calls and the marker kernel before each candidate call."""
+    if trace.stray:
+        raise _Failed(
+            "stray_kernel",
+            f"during the timed calls the candidate's process ran {len(trace.stray)} piece(s) of GPU work outside "
+            f"every call (first: {trace.stray[0]})",
+        )
+    if any(not w.kernels for w in trace.labelled("marker")):
+        raise _Failed("tampered", "the kernel trace lost the harness's marker kernel during the timed calls")
+
+
+def _summarize_calls(stage: dict, trace: Attributed, names: dict[str, str]) -> dict[str, list[float]]:
+    """The candidate's and each baseline's timing stats into `stage`; returns each entrant's call spans."""
     stats: dict[str, dict] = {}
     spans_of: dict[str, list[float]] = {}
     for entrant in ["candidate", *names]:
-        windows = trace.labelled(f"call:{entrant}")
+        who = "candidate" if entrant == "candidate" else names[entrant]
         spans: list[float] = []
         kernels: list[str] = []
-        for window in windows:
+        for window in trace.labelled(f"call:{entrant}"):
             span = window.span_ms(trace.method)
             if span is None:
-                who = "candidate" if entrant == "candidate" else names[entrant]
                 status = "runtime_error" if entrant == "candidate" else "infrastructure_error"
-                return fail(status, f"{who}: a timed call launched no kernel that the trace could see")
+                raise _Failed(status, f"{who}: a timed call launched no kernel that the trace could see")
             spans.append(span)
             kernels.extend(k.name for k in window.kernels)
         if not spans:
-            return fail("infrastructure_error", f"no timed call of {entrant} was recorded")
+            raise _Failed("infrastructure_error", f"no timed call of {entrant} was recorded")
         spans_of[entrant] = spans
-        stats[entrant] = summarize("candidate" if entrant == "candidate" else names[entrant], spans, kernels)
+        stats[entrant] = summarize(who, spans, kernels)
     candidate = stats.pop("candidate")
     stage["candidate"] = candidate
     stage["baselines"] = [stats[e] for e in names]
     stage["iterations"] = candidate["iterations"]
-    foreign = foreign_names([k for w in trace.labelled("call:candidate") for k in w.kernels], own)
-    if foreign and trace.method == "cupti":
-        return fail(
-            "foreign_kernel",
-            f"timed calls launched kernels not defined in the candidate's module: {', '.join(foreign[:3])}",
-        )
+    return spans_of
+
+
+def _add_rates(stage: dict, spec: dict, device_name: str | None) -> None:
+    """The candidate's TFLOP/s, its speedup, and the speed of light on the named device, into `stage`."""
+    candidate = stage["candidate"]
     flops, min_bytes = spec.get("flops"), spec.get("min_bytes")
     if flops:
         stage["tflops"] = flops / (candidate["median_ms"] * 1e-3) / 1e12
@@ -159,19 +193,6 @@ def timing_stage(
         stage["speed_of_light_ms"] = light
         stage["speed_of_light_source"] = f"{model} datasheet: {tflops:g} TFLOP/s dense {rate}, {tbps:g} TB/s"
         stage["faster_than_light"] = bool(light and candidate["median_ms"] < light)
-    problem = _clock_problem(spans_of, walls, names)
-    if problem is not None:
-        stage["host_overhead_ms"], stage["baseline_host_overhead_ms"] = problem[2], problem[3]
-        if problem[0]:
-            return fail(problem[0], problem[1])
-    if stage.get("faster_than_light"):
-        return fail(
-            "faster_than_light",
-            f"candidate {candidate['median_ms']:.4g} ms median is faster than the speed of light "
-            f"{stage['speed_of_light_ms']:.4g} ms ({stage['speed_of_light_source']}): no honest kernel is",
-        )
-    stage["message"] = timing_message(stage)
-    return stage
 
 
 def _clock_problem(
