@@ -5,16 +5,14 @@ as the gate beside them. Standard library only, like the worker.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from workbench.evaluate.gpu.call_seeds import call_seed
 from workbench.evaluate.gpu.protocol import StageRecord, Status
 from workbench.evaluate.gpu.sanitizer import memcheck_message
+from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.stage_failed import StageFailed
 from workbench.evaluate.gpu.trace_checks import attribute, call_problem
-
-if TYPE_CHECKING:
-    from workbench.evaluate.gpu.session import Session
 
 
 def run_correctness(session: Session, trials: int) -> StageRecord:

@@ -6,16 +6,14 @@ Standard library only, like the worker.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workbench.evaluate.gpu import profile
 from workbench.evaluate.gpu.agreement import agreement, profiled_over_timed
 from workbench.evaluate.gpu.isolation import describe_exit, first_useful_line
 from workbench.evaluate.gpu.protocol import StageRecord, Status
-
-if TYPE_CHECKING:
-    from workbench.evaluate.gpu.session import Session
-    from workbench.evaluate.gpu.tool_process import ProfiledProcess
+from workbench.evaluate.gpu.session import Session
+from workbench.evaluate.gpu.tool_process import ProfiledProcess
 
 
 def run_dynamic(session: Session) -> StageRecord:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from workbench.evaluate.gpu.call_seeds import call_seed, new_secret
 from workbench.evaluate.gpu.child_protocol import (
@@ -22,8 +22,6 @@ from workbench.evaluate.gpu.child_protocol import (
     decode_runner,
     encode_runner,
 )
-from workbench.evaluate.gpu.correctness_stage import run_correctness
-from workbench.evaluate.gpu.dynamic_stage import run_dynamic
 from workbench.evaluate.gpu.isolation import Child, Reply
 from workbench.evaluate.gpu.kernel_names import module_kernels
 from workbench.evaluate.gpu.protocol import (
@@ -34,16 +32,36 @@ from workbench.evaluate.gpu.protocol import (
     EvaluateRequest,
     ProtocolError,
     StageRecord,
-    StageRequest,
     Status,
     TimeLimits,
 )
 from workbench.evaluate.gpu.stage_failed import StageFailed, failure
-from workbench.evaluate.gpu.timing_stage import run_timing
 from workbench.evaluate.gpu.tool_process import ProfiledProcess, SanitizedProcess
 
-if TYPE_CHECKING:
-    from workbench.evaluate.gpu.worker import Worker
+
+class WorkerServices(Protocol):
+    """What a session uses of the worker that serves it (the worker is one; tests may serve another)."""
+
+    ncu: str | None
+    sanitizer_tool: str | None
+    profiling_refused: str | None
+
+    @property
+    def can_profile(self) -> bool: ...
+
+    def ncu_version(self) -> str: ...
+
+    def take_runner(self, device: str) -> Child: ...
+
+    def take_profiler(
+        self, target: str, required: str = "", source_counters: bool = False
+    ) -> ProfiledProcess: ...
+
+    def take_sanitizer(self) -> SanitizedProcess: ...
+
+    def judge_request(self, device: str, message: JudgeCommand, timeout_s: float) -> dict[str, Any]: ...
+
+    def warm_spare(self, device: str, held: bool = False) -> None: ...
 
 
 # The profiled call is call 2 to PROFILED_POSITIONS + 1 of its process, drawn from the secret: the runner's
@@ -73,7 +91,7 @@ class PhaseClock:
 class Session:
     """The GPU tiers of one candidate: its runner, the shared judge, its tool processes."""
 
-    def __init__(self, worker: Worker, request: BeginRequest | EvaluateRequest) -> None:
+    def __init__(self, worker: WorkerServices, request: BeginRequest | EvaluateRequest) -> None:
         self.worker = worker
         self.limits = TimeLimits.of(request.get("timeouts"))  # first: a malformed request is refused whole
         self.library = request["library"]
@@ -284,28 +302,6 @@ class Session:
                 {"status": Status.tampered, "message": f"the candidate's buffers: {data['unreadable']}"}
             )
         return data
-
-    # ------------------------------------------------------------------ stages
-
-    def stage(self, name: str, request: StageRequest | EvaluateRequest) -> StageRecord:
-        started = time.perf_counter()
-        result: StageRecord
-        if self.failed is not None:
-            result = dict(self.failed)
-        elif name == "correctness":
-            result = run_correctness(self, int(request.get("trials", 3)))
-        elif name == "timing":
-            result = run_timing(self, int(request.get("warmup", 10)), int(request.get("iterations", 50)))
-        elif name == "dynamic":
-            # This runner is done with: the next candidate's runner, ncu run and memcheck run start now,
-            # while ncu replays this one's kernels, and make their CUDA contexts only once this candidate
-            # ends (a context made during the replay slowed ncu by as much as it saved, on the H200).
-            self.worker.warm_spare(self.device, held=True)
-            result = run_dynamic(self)
-        else:
-            result = {"status": Status.infrastructure_error, "message": f"unknown stage {name!r}"}
-        result.setdefault("duration_s", time.perf_counter() - started)
-        return result
 
     def end(self) -> None:
         if self.runner is not None:

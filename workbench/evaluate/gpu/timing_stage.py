@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workbench.evaluate.gpu.call_seeds import call_seed
 from workbench.evaluate.gpu.protocol import StageRecord, Status
+from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.stage_failed import StageFailed
 from workbench.evaluate.gpu.timing import timed_iterations, timing_stage
 from workbench.evaluate.gpu.trace_checks import attribute
-
-if TYPE_CHECKING:
-    from workbench.evaluate.gpu.session import Session
 
 MAX_ITERATIONS = 400
 RECORDED_CALLS = 3  # checked timed calls kept in the verdict when all passed

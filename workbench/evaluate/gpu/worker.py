@@ -55,6 +55,7 @@ from workbench.evaluate.gpu.protocol import (
     encode_host,
 )
 from workbench.evaluate.gpu.session import Session
+from workbench.evaluate.gpu.stages import run_stage
 from workbench.evaluate.gpu.tool_process import ProfiledProcess, SanitizedProcess
 
 
@@ -252,7 +253,7 @@ class Worker:
             if self.session is None:
                 self.refuse(data, "no candidate begun")
             else:
-                result = self.session.stage(request["stage"], request)
+                result = run_stage(self.session, request["stage"], request)
                 reply: WorkerReply = {
                     "type": "stage",
                     "stage": request["stage"],
@@ -298,7 +299,7 @@ class Worker:
         stages: dict[str, dict] = {}
         for name in [s for s in GPU_STAGES if s in session.stages]:
             self.reply(data, {"type": "progress", "stage": name, "state": "started"})
-            result = session.stage(name, request)
+            result = run_stage(session, name, request)
             stages[name] = result
             self.reply(
                 data,
