@@ -87,42 +87,64 @@ def make_baselines(spec: dict, device: str = "cuda") -> tuple[list[Baseline], li
             baseline, note = reference_baseline(spec, inputs, str(unavailable))
             return [baseline], [note]
     if family == "gemm":
-        a, b = inputs["A"], inputs["B"]
-        out = torch.empty(a.shape[0], b.shape[0], dtype=a.dtype, device=device)
-        return [
-            Baseline(
-                "cuBLAS (torch.matmul)",
-                inputs,
-                call=lambda: torch.matmul(a, b.T, out=out),
-                clear=lambda: fill_poison(out),
-            )
-        ], []
-    if family not in ("attention_forward", "attention_backward"):
-        return [], [f"no baseline for the task family {family!r}"]
+        return [_cublas_gemm(inputs, device)], []
+    if family == "attention_forward":
+        return _attention_forward(spec, inputs, device)
+    if family == "attention_backward":
+        return [_attention_backward(inputs, _cudnn_sdpa(bool(spec.get("causal"))))], []
+    return [], [f"no baseline for the task family {family!r}"]
+
+
+def _cublas_gemm(inputs: dict[str, torch.Tensor], device: str) -> Baseline:
+    a, b = inputs["A"], inputs["B"]
+    out = torch.empty(a.shape[0], b.shape[0], dtype=a.dtype, device=device)
+    return Baseline(
+        "cuBLAS (torch.matmul)",
+        inputs,
+        call=lambda: torch.matmul(a, b.T, out=out),
+        clear=lambda: fill_poison(out),
+    )
+
+
+def _cudnn_sdpa(causal: bool) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Scaled dot-product attention forced onto cuDNN's backend."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    causal = bool(spec.get("causal"))
 
     def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    if family == "attention_forward":
-        from workbench.evaluate.gpu import flashinfer_baseline
+    return forward
 
-        q, k, v = inputs["Q"], inputs["K"], inputs["V"]
-        baselines = [_returning("cuDNN SDPA", inputs, lambda: forward(q, k, v))]
-        missing = flashinfer_baseline.readiness(int(q.shape[-1]))
-        if missing:
-            return baselines, [f"second baseline left out: {missing}"]
-        own = input_buffers(spec, device)
-        layout: dict = {}
-        second = _returning(flashinfer_baseline.NAME, own, lambda: layout["call"]())
-        second.prepare = lambda: layout.update(
-            call=flashinfer_baseline.forward_call(own["Q"], own["K"], own["V"], causal)
-        )
-        return [*baselines, second], []
+
+def _attention_forward(
+    spec: dict, inputs: dict[str, torch.Tensor], device: str
+) -> tuple[list[Baseline], list[str]]:
+    """cuDNN's SDPA, then FlashInfer's prefill on inputs of its own where FlashInfer is ready here."""
+    from workbench.evaluate.gpu import flashinfer_baseline
+
+    causal = bool(spec.get("causal"))
+    forward = _cudnn_sdpa(causal)
+    q, k, v = inputs["Q"], inputs["K"], inputs["V"]
+    baselines = [_returning("cuDNN SDPA", inputs, lambda: forward(q, k, v))]
+    missing = flashinfer_baseline.readiness(int(q.shape[-1]))
+    if missing:
+        return baselines, [f"second baseline left out: {missing}"]
+    own = input_buffers(spec, device)
+    layout: dict = {}
+    second = _returning(flashinfer_baseline.NAME, own, lambda: layout["call"]())
+    second.prepare = lambda: layout.update(
+        call=flashinfer_baseline.forward_call(own["Q"], own["K"], own["V"], causal)
+    )
+    return [*baselines, second], []
+
+
+def _attention_backward(
+    inputs: dict[str, torch.Tensor],
+    forward: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+) -> Baseline:
+    """cuDNN SDPA's backward: the forward pass on fresh leaves outside the timed call, the gradients in it."""
     backward = Baseline("cuDNN SDPA backward", inputs, call=lambda: None)
 
     def prepare_backward() -> None:
@@ -139,7 +161,7 @@ def make_baselines(spec: dict, device: str = "cuda") -> tuple[list[Baseline], li
         backward.state.clear()
 
     backward.prepare, backward.call, backward.clear = prepare_backward, call_backward, clear_backward
-    return [backward], []
+    return backward
 
 
 class BaselineUnavailable(Exception):
