@@ -33,14 +33,10 @@ def compare_output(
     elements be outside the tolerances (PTXBench's required_matched_ratio, for FP8 outputs whose
     spacing is wider than the tolerances); a NaN or Inf where the reference has none never passes."""
     check: dict = {"name": name, "passed": False}
-    if list(actual.shape) != list(expected.shape):
-        check["reason"] = f"shape {list(actual.shape)}, expected {list(expected.shape)}"
-        return SHAPE, check
-    if actual.dtype != expected.dtype:
-        check["reason"] = (
-            f"dtype {str(actual.dtype).removeprefix('torch.')}, expected {str(expected.dtype).removeprefix('torch.')}"
-        )
-        return DTYPE, check
+    mismatch = _layout_mismatch(actual, expected)
+    if mismatch is not None:
+        status, check["reason"] = mismatch
+        return status, check
     x, y = actual.double(), expected.double()
     numel = x.numel()
     if numel == 0:
@@ -65,8 +61,7 @@ def compare_output(
     if n_bad:
         score = torch.where(bad, score, torch.full_like(score, -1.0))
     flat = int(torch.argmax(score.reshape(-1)))
-    index = unravel(flat, tuple(x.shape))
-    check["worst_index"] = index
+    check["worst_index"] = unravel(flat, tuple(x.shape))
     worst_value = float(x.reshape(-1)[flat])
     worst_expected = float(y.reshape(-1)[flat])
     check["worst_value"] = None if math.isnan(worst_value) else worst_value  # NaN is not JSON
@@ -76,18 +71,35 @@ def compare_output(
     if n_bad == 0 or (ratio < 1.0 and n_bad <= (1.0 - ratio) * numel and not non_finite):
         check["passed"] = True
         return PASSED, check
+    counts = f"{n_bad} of {numel} elements ({n_bad / numel:.2%}) outside atol={atol:g} and rtol={rtol:g}"
+    check["reason"] = _numerical_reason(check, counts, ratio, nan_count, int(x_inf.sum()), worst_expected)
+    return NUMERICAL, check
+
+
+def _layout_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> tuple[str, str] | None:
+    """(status, reason) when the output's shape or dtype is not the reference's, else None."""
+    if list(actual.shape) != list(expected.shape):
+        return SHAPE, f"shape {list(actual.shape)}, expected {list(expected.shape)}"
+    if actual.dtype != expected.dtype:
+        shown, wanted = (str(t.dtype).removeprefix("torch.") for t in (actual, expected))
+        return DTYPE, f"dtype {shown}, expected {wanted}"
+    return None
+
+
+def _numerical_reason(
+    check: dict, counts: str, ratio: float, nan_count: int, inf_count: int, worst_expected: float
+) -> str:
+    """Why the output fails: how many elements, the NaN and Inf among them, and the worst one (`check`'s)."""
     allowed = f" (at most {1.0 - ratio:.2%} may be)" if ratio < 1.0 else ""
-    parts = [
-        f"{n_bad} of {numel} elements ({n_bad / numel:.2%}) outside atol={atol:g} and rtol={rtol:g}{allowed}"
-    ]
+    parts = [counts + allowed]
     if nan_count:
         parts.append(f"{nan_count} are NaN (outputs start as NaN: unwritten elements stay NaN)")
-    if int(x_inf.sum()):
-        parts.append(f"{int(x_inf.sum())} are Inf")
-    shown_value = "NaN" if check["worst_value"] is None else f"{worst_value:.6g}"
-    parts.append(f"worst at {index}: {shown_value}, expected {worst_expected:.6g}")
-    check["reason"] = "; ".join(parts)
-    return NUMERICAL, check
+    if inf_count:
+        parts.append(f"{inf_count} are Inf")
+    worst_value = check["worst_value"]
+    shown_value = "NaN" if worst_value is None else f"{worst_value:.6g}"
+    parts.append(f"worst at {check['worst_index']}: {shown_value}, expected {worst_expected:.6g}")
+    return "; ".join(parts)
 
 
 def passes_quickly(
