@@ -260,10 +260,30 @@ def _compile_error(exc: Exception, kernel: JITFunction, candidate: Candidate) ->
 def trace(request: dict) -> dict:
     out = Path(request["out"])
     source_path = Path(request["source"])
-    arch = int(request["arch"])
     candidate = Candidate(source_path)
-    target = GPUTarget("cuda", arch, 32)
-    driver.set_active(StaticDriver(target))
+    _set_up(request)
+    launches = Launches(candidate)
+    report: dict = {"kernels": [], "torch_ops": [], "findings": [], "error": None}
+    work = TorchWork(candidate)
+    try:
+        with MetaDevice(), work:
+            report["error"] = _run_candidate(request, source_path, launches, candidate)
+    finally:
+        report["torch_ops"] = work.ops
+        report["findings"] = launches.findings
+        for index, (description, kernel) in enumerate(
+            zip(launches.kernels.values(), launches.compiled, strict=True)
+        ):
+            ptx = out / f"{description['entry']}.{index}.ptx"
+            ptx.write_text(kernel.asm["ptx"])
+            report["kernels"].append({**description, "ptx": ptx.name})
+    return report
+
+
+def _set_up(request: dict) -> None:
+    """Triton compiling for the target without a device, ptxas's version read, then the doors closed."""
+    arch = int(request["arch"])
+    driver.set_active(StaticDriver(GPUTarget("cuda", arch, 32)))
     simulate_cuda((arch // 10, arch % 10), request["device_name"], int(request["sms"]))
     get_ptxas_version(arch)  # ptxas's version is part of every kernel's key: read it while exec is allowed
     _ = get_ptxas(arch).version
@@ -275,50 +295,30 @@ def trace(request: dict) -> dict:
             # other entries, the workbench's code) can be written from here.
             sandbox.confine_writes([request["writable"]])
         sandbox.close_doors(no_writes=False)  # nothing may exec or fork
-    launches = Launches(candidate)
-    report: dict = {"kernels": [], "torch_ops": [], "findings": [], "error": None}
-    work = TorchWork(candidate)
+
+
+def _run_candidate(request: dict, source_path: Path, launches: Launches, candidate: Candidate) -> dict | None:
+    """Import the candidate and call its `run` on each of the workload's calls: the error, or None."""
+    spec = importlib.util.spec_from_file_location(MODULE_NAME, source_path)
+    assert spec is not None and spec.loader is not None  # a .py file path always has both
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[MODULE_NAME] = module
     try:
-        with MetaDevice(), work:
-            spec = importlib.util.spec_from_file_location(MODULE_NAME, source_path)
-            assert spec is not None and spec.loader is not None  # a .py file path always has both
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[MODULE_NAME] = module
-            try:
-                spec.loader.exec_module(module)
-            except Exception as exc:  # noqa: BLE001 - the candidate's own failure is the report
-                frames = traceback.extract_tb(exc.__traceback__)
-                report["error"] = {
-                    "kind": "import",
-                    "message": _one_line(exc),
-                    "line": candidate.line(frames),
-                }
-                return report
-            launches.watch(module)
-            spec = request["spec"]
-            try:
-                for tensors in spec.get("calls") or [spec["tensors"]]:
-                    module.run(*_arguments(tensors))
-            except Exception as exc:  # noqa: BLE001 - the candidate's own failure is the report
-                if launches.failed is not None:
-                    report["error"] = _compile_error(exc, launches.failed, candidate)
-                else:
-                    frames = traceback.extract_tb(exc.__traceback__)
-                    report["error"] = {
-                        "kind": "run",
-                        "message": _one_line(exc),
-                        "line": candidate.line(frames),
-                    }
-    finally:
-        report["torch_ops"] = work.ops
-        report["findings"] = launches.findings
-        for index, (description, kernel) in enumerate(
-            zip(launches.kernels.values(), launches.compiled, strict=True)
-        ):
-            ptx = out / f"{description['entry']}.{index}.ptx"
-            ptx.write_text(kernel.asm["ptx"])
-            report["kernels"].append({**description, "ptx": ptx.name})
-    return report
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - the candidate's own failure is the report
+        frames = traceback.extract_tb(exc.__traceback__)
+        return {"kind": "import", "message": _one_line(exc), "line": candidate.line(frames)}
+    launches.watch(module)
+    workload = request["spec"]
+    try:
+        for tensors in workload.get("calls") or [workload["tensors"]]:
+            module.run(*_arguments(tensors))
+    except Exception as exc:  # noqa: BLE001 - the candidate's own failure is the report
+        if launches.failed is not None:
+            return _compile_error(exc, launches.failed, candidate)
+        frames = traceback.extract_tb(exc.__traceback__)
+        return {"kind": "run", "message": _one_line(exc), "line": candidate.line(frames)}
+    return None
 
 
 def _without_cubin(backend: object, stages: dict, options: object, language: object, capability: int) -> None:
