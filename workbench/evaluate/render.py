@@ -5,9 +5,9 @@ Both show all five tiers; a stage that did not run is shown as not run, never as
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from workbench.evaluate.gpu.occupancy import Occupancy
+from workbench.evaluate.gpu.occupancy import Limiter, Occupancy
 from workbench.evaluate.result import (
     BuildStage,
     CorrectnessStage,
@@ -152,8 +152,9 @@ def launch_line(launch: KernelLaunch, names: dict[str, str]) -> str:
         shape.append(smem)
     line = f"{head}: {', '.join(shape)}" if shape else head
     if launch.blocks_per_sm is not None and launch.warps_per_sm is not None and launch.max_warps:
-        limiter = launch.limiter or "?"
-        occupancy = Occupancy(launch.blocks_per_sm, launch.warps_per_sm, launch.max_warps, limiter)  # type: ignore[arg-type]
+        # The record keeps Occupancy's own limiter as a string ("?" where it has none): it is only printed.
+        limiter = cast(Limiter, launch.limiter or "?")
+        occupancy = Occupancy(launch.blocks_per_sm, launch.warps_per_sm, launch.max_warps, limiter)
         line += f"; occupancy {occupancy.describe()}"
     return line
 
@@ -215,18 +216,19 @@ def timing_lines(stage: TimingStage) -> list[str]:
     return lines
 
 
-_DETAILS = {
-    "build": build_lines,
-    "static": static_lines,
-    "correctness": correctness_lines,
-    "timing": timing_lines,
-}
-
-
 def stage_lines(name: str, stage: StageBase, names: dict[str, str] | None = None) -> list[str]:
+    # By the stage's class, which `Stages` fixes for each name, so each detail function gets its own type.
     if isinstance(stage, DynamicStage):
         return dynamic_lines(stage, names)
-    return _DETAILS[name](stage)  # type: ignore[operator]
+    if isinstance(stage, BuildStage):
+        return build_lines(stage)
+    if isinstance(stage, StaticStage):
+        return static_lines(stage)
+    if isinstance(stage, CorrectnessStage):
+        return correctness_lines(stage)
+    if isinstance(stage, TimingStage):
+        return timing_lines(stage)
+    raise KeyError(name)
 
 
 # ---------------------------------------------------------------- agent feedback

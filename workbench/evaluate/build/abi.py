@@ -158,10 +158,13 @@ def exported_parameters(source: str) -> list[Parameter] | None:
     readings = []
     for listed in lists:
         texts = [] if listed.strip() in ("", "void") else _split_top(listed)
-        kinds = [_kind(text, names) for text in texts]
-        if None in kinds:
-            return None
-        readings.append([Parameter(" ".join(t.split()), k) for t, k in zip(texts, kinds, strict=True)])  # type: ignore[arg-type]
+        parameters = []
+        for text in texts:
+            kind = _kind(text, names)
+            if kind is None:
+                return None
+            parameters.append(Parameter(" ".join(text.split()), kind))
+        readings.append(parameters)
     if not readings or any([p.kind for p in r] != [p.kind for p in readings[0]] for r in readings):
         return None  # not defined here, or overloads that differ: the compiler decides, not this reader
     return readings[0]

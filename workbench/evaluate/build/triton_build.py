@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from workbench.evaluate.build.ban import BanFinding
 from workbench.evaluate.build.nvcc import cache_root, first_errors, parse_ptxas, warning_summary
@@ -87,8 +88,9 @@ def arch_of(target: Target) -> int:
 def _call_tensors(task: Task, workload: Workload) -> list[dict]:
     definition = task.definition
     tensors: list[dict] = []
-    for group in ("inputs", "outputs"):
-        shapes = definition.shapes(dict(workload.axes), group)  # type: ignore[arg-type]
+    groups: tuple[Literal["inputs", "outputs"], ...] = ("inputs", "outputs")
+    for group in groups:
+        shapes = definition.shapes(dict(workload.axes), group)
         for name, spec in getattr(definition, group).items():
             given = workload.inputs.get(name) if group == "inputs" else None
             value = getattr(given, "value", None)
