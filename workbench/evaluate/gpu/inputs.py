@@ -103,10 +103,11 @@ def run_reference(
     ]
 
 
-def _as_list(value: object) -> list[torch.Tensor]:
+def _as_list(value: torch.Tensor | tuple[torch.Tensor, ...] | list[torch.Tensor]) -> list[torch.Tensor]:
+    """A reference's outputs as a list: it returns one tensor, or a tuple or list of them."""
     if isinstance(value, (tuple, list)):
         return list(value)
-    return [value]  # type: ignore[list-item]
+    return [value]
 
 
 def random_inputs(spec: dict, seed: int, device: str = "cuda") -> dict[str, torch.Tensor]:
@@ -187,10 +188,11 @@ def make_inputs(spec: dict, seed: int, device: str = "cuda") -> list[object]:
 def fill_inputs(spec: dict, buffers: dict[str, torch.Tensor], seed: int, fast: bool = False) -> None:
     """New values from `seed` into the existing input tensors (same addresses)."""
     device = str(next(iter(buffers.values())).device) if buffers else "cpu"
-    fresh: dict[str, object] = {**random_inputs(spec, seed, device), **scalar_inputs(spec)}
-    fresh.update(derive(spec, fresh, fast))
+    drawn = random_inputs(spec, seed, device)
+    # The buffers hold tensor inputs only (`input_buffers`): drawn or derived, never a scalar.
+    fresh = {**drawn, **derive(spec, {**drawn, **scalar_inputs(spec)}, fast)}
     for name, buffer in buffers.items():
-        buffer.copy_(fresh[name])  # type: ignore[arg-type]
+        buffer.copy_(fresh[name])
 
 
 def make_outputs(spec: dict, device: str = "cuda") -> list[torch.Tensor]:

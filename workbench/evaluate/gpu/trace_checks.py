@@ -17,6 +17,7 @@ Standard library only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 KERNEL_FIELDS = (
     "name",
@@ -30,6 +31,7 @@ KERNEL_FIELDS = (
     "static_smem",
     "dynamic_smem",
 )
+_Dim3 = tuple[int, int, int]  # a launch's x, y, z
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,8 @@ class Kernel:
     end: int
     correlation: int
     stream: int
-    grid: tuple[int, int, int] = (0, 0, 0)
-    block: tuple[int, int, int] = (0, 0, 0)
+    grid: _Dim3 = (0, 0, 0)
+    block: _Dim3 = (0, 0, 0)
     registers: int = 0
     static_smem: int = 0
     dynamic_smem: int = 0
@@ -48,9 +50,10 @@ class Kernel:
     @classmethod
     def from_raw(cls, row: list) -> Kernel:
         name, start, end, correlation, stream, grid, block, registers, static_smem, dynamic_smem = row
+        # The runner records CUPTI's gridX/Y/Z and blockX/Y/Z: three numbers each.
         return cls(
             str(name), int(start), int(end), int(correlation), int(stream),
-            tuple(int(x) for x in grid), tuple(int(x) for x in block),  # type: ignore[arg-type]
+            cast(_Dim3, tuple(int(x) for x in grid)), cast(_Dim3, tuple(int(x) for x in block)),
             int(registers), int(static_smem), int(dynamic_smem),
         )  # fmt: skip
 

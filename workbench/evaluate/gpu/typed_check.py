@@ -12,7 +12,7 @@ import json
 import types
 import typing
 from enum import StrEnum
-from typing import Any, Literal, Union, cast
+from typing import Any, Literal, Protocol, Union, cast
 
 
 class ProtocolError(ValueError):
@@ -25,6 +25,12 @@ class ProtocolError(ValueError):
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
+
+
+class _TypedDictClass(Protocol):
+    """What `check` reads of a TypedDict class beyond its annotations."""
+
+    __required_keys__: frozenset[str]
 
 
 def parsed(data: object) -> dict[str, Any]:
@@ -62,7 +68,8 @@ def _hints(kind: type) -> dict[str, Any]:
 
 def check(message: dict[str, Any], kind: type, prefix: str) -> dict[str, Any]:
     """`message` as the TypedDict `kind` says: its required fields there, each field of its type."""
-    required = cast(frozenset[str], kind.__required_keys__)  # type: ignore[attr-defined]
+    # `kind` is typed `type` where the protocol's tables are built; every one is a TypedDict class.
+    required = cast(_TypedDictClass, kind).__required_keys__
     for name, hint in _hints(kind).items():
         where = f"{prefix}{name}"
         if name not in message:
