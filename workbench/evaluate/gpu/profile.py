@@ -27,6 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 from workbench.evaluate.gpu.occupancy import LIMITS, theoretical_occupancy
+from workbench.evaluate.gpu.protocol import Status
 
 TENSOR_FLOPS_METRIC = {"hopper": "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum"}
 # The tensor-pipe metric that counts a required family's work, where it is not the target's own.
@@ -255,7 +256,7 @@ def dynamic_stage(
     opcodes, tensor_flops = _summed_work(launches, wanted)
     executed_families = _executed_families(opcodes, families, required)
     stage: dict = {
-        "status": "passed",
+        "status": Status.passed,
         "kernels": sorted({launch["name"] for launch in launches}),
         "launches": launch_configurations(launches, target),
         "executed_families": dict(sorted(executed_families.items())),
@@ -270,7 +271,7 @@ def dynamic_stage(
     if foreign:
         stage["ignored_kernels"] = foreign
     if not launches:
-        stage["status"] = "dynamic_not_executed"
+        stage["status"] = Status.dynamic_not_executed
         stage["message"] = "the profiled call ran none of the candidate's kernels" + (
             f" (only {len(foreign)} kernel(s) it does not define: {', '.join(foreign[:3])})"
             if foreign
@@ -279,7 +280,7 @@ def dynamic_stage(
         return stage
     if not stage["required_executed"]:
         members = "/".join(sorted(families.get(required, [])))
-        stage["status"] = "dynamic_not_executed"
+        stage["status"] = Status.dynamic_not_executed
         stage["message"] = (
             f"no thread executed {required} ({members}): predicate-true thread count 0 over the "
             f"{len(launches)} launch(es) of one call"
@@ -352,7 +353,7 @@ def _judge_tensor_share(stage: dict, required: str, threads: int, other: dict[st
         paths = ", ".join(
             f"{op} {flops / task_flops:.0%}" for op, flops in sorted(other.items(), key=lambda i: -i[1])[:3]
         )
-        stage["status"] = "decoy"
+        stage["status"] = Status.decoy
         stage["message"] = (
             f"{required} did {share:.1%} of the task's FLOPs, and other instructions did at least "
             f"{stage['other_work_share']:.0%} of them again ({paths}; at most {MAX_OTHER_SHARE:.0%} "
@@ -360,7 +361,7 @@ def _judge_tensor_share(stage: dict, required: str, threads: int, other: dict[st
         )
         return False
     if share < MIN_TENSOR_SHARE:
-        stage["status"] = "low_tensor_share"
+        stage["status"] = Status.low_tensor_share
         stage["message"] = (
             f"{required} ran ({threads:,} predicate-true thread executions) but the tensor pipe did {share:.1%} of the "
             f"task's FLOPs ({tensor_flops:.3g} of {task_flops:.3g}): the math happens elsewhere"

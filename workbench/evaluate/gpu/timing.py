@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from workbench.evaluate.gpu.protocol import Status
 from workbench.evaluate.gpu.trace_checks import Attributed, foreign_names
 
 # Datasheet peaks (dense bf16 and FP8 tensor rates in TFLOP/s, HBM bandwidth in TB/s) by the device
@@ -108,7 +109,7 @@ def timing_stage(
 ) -> dict:
     """The timing stage dict. `walls` maps an entrant ("candidate", "0", "1") to the worker's clock time
     of each timed call in order; `names` maps a baseline entrant to its name."""
-    stage: dict = {"status": "passed", "message": "", "method": trace.method}
+    stage: dict = {"status": Status.passed, "message": "", "method": trace.method}
     try:
         if trace.method == "cupti":
             _check_trace(trace)
@@ -116,7 +117,7 @@ def timing_stage(
         foreign = foreign_names([k for w in trace.labelled("call:candidate") for k in w.kernels], own)
         if foreign and trace.method == "cupti":
             raise _Failed(
-                "foreign_kernel",
+                Status.foreign_kernel,
                 f"timed calls launched kernels not defined in the candidate's module: {', '.join(foreign[:3])}",
             )
         _add_rates(stage, spec, device_name)
@@ -127,7 +128,7 @@ def timing_stage(
                 raise _Failed(problem[0], problem[1])
         if stage.get("faster_than_light"):
             raise _Failed(
-                "faster_than_light",
+                Status.faster_than_light,
                 f"candidate {stage['candidate']['median_ms']:.4g} ms median is faster than the speed of light "
                 f"{stage['speed_of_light_ms']:.4g} ms ({stage['speed_of_light_source']}): no honest kernel is",
             )
@@ -142,12 +143,14 @@ def _check_trace(trace: Attributed) -> None:
     """A CUPTI trace holds no GPU work outside the calls and the marker kernel before each candidate call."""
     if trace.stray:
         raise _Failed(
-            "stray_kernel",
+            Status.stray_kernel,
             f"during the timed calls the candidate's process ran {len(trace.stray)} piece(s) of GPU work outside "
             f"every call (first: {trace.stray[0]})",
         )
     if any(not w.kernels for w in trace.labelled("marker")):
-        raise _Failed("tampered", "the kernel trace lost the harness's marker kernel during the timed calls")
+        raise _Failed(
+            Status.tampered, "the kernel trace lost the harness's marker kernel during the timed calls"
+        )
 
 
 def _summarize_calls(stage: dict, trace: Attributed, names: dict[str, str]) -> dict[str, list[float]]:
@@ -161,12 +164,12 @@ def _summarize_calls(stage: dict, trace: Attributed, names: dict[str, str]) -> d
         for window in trace.labelled(f"call:{entrant}"):
             span = window.span_ms(trace.method)
             if span is None:
-                status = "runtime_error" if entrant == "candidate" else "infrastructure_error"
+                status = Status.runtime_error if entrant == "candidate" else Status.infrastructure_error
                 raise _Failed(status, f"{who}: a timed call launched no kernel that the trace could see")
             spans.append(span)
             kernels.extend(k.name for k in window.kernels)
         if not spans:
-            raise _Failed("infrastructure_error", f"no timed call of {entrant} was recorded")
+            raise _Failed(Status.infrastructure_error, f"no timed call of {entrant} was recorded")
         spans_of[entrant] = spans
         stats[entrant] = summarize(who, spans, kernels)
     candidate = stats.pop("candidate")
@@ -217,7 +220,7 @@ def _clock_problem(
     if impossible:
         call = impossible[0]
         return (
-            "tampered",
+            Status.tampered,
             (
                 f"timed call {call + 1}: the trace reports {spans[call]:.4g} ms of GPU time in a call that took "
                 f"{mine[call]:.4g} ms by the worker's clock: the records were altered"
@@ -230,7 +233,7 @@ def _clock_problem(
         allowed = reference + max(HOST_SLACK_MS, HOST_SLACK_SHARE * median_span)
         if overhead > allowed:
             return (
-                "wall_clock_mismatch",
+                Status.wall_clock_mismatch,
                 (
                     f"the timed calls took {overhead:.4g} ms more by the worker's clock than their kernels ran on the GPU "
                     f"({median_span:.4g} ms median), the baseline {reference:.4g} ms more: work done off the GPU (on the "

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
+from workbench.evaluate.gpu.protocol import Status
+
 KERNEL_FIELDS = (
     "name",
     "start",
@@ -141,35 +143,38 @@ def call_problem(trace: Attributed, own: set[str] | None) -> tuple[str, str] | N
     if trace.method != "cupti":
         return None
     if trace.stray:
-        return "stray_kernel", (
+        return Status.stray_kernel, (
             f"the candidate's process ran {len(trace.stray)} piece(s) of GPU work outside its call "
             f"(first: {trace.stray[0]}): work launched by another thread or left running is not allowed"
         )
     markers = trace.labelled("marker") + trace.labelled("readback")
     if len(markers) < 2 or not all(w.kernels for w in markers):
         return (
-            "tampered",
+            Status.tampered,
             "the kernel trace lost the harness's marker kernel: CUPTI was switched off or flushed",
         )
     windows: list[WindowRecords | None] = [*trace.labelled("call")] or [None]
     (call,) = windows
     if call is None:
-        return "tampered", "the call's window is missing from the trace"
+        return Status.tampered, "the call's window is missing from the trace"
     foreign = foreign_names(call.kernels, own)
     if foreign:
-        return "foreign_kernel", (
+        return Status.foreign_kernel, (
             f"the call launched {len(foreign)} kernel(s) not defined in the candidate's module: "
             + ", ".join(foreign[:3])
         )
     if not call.kernels:
-        return "runtime_error", "the call launched no GPU kernel: its outputs were made on the host or copied"
+        return (
+            Status.runtime_error,
+            "the call launched no GPU kernel: its outputs were made on the host or copied",
+        )
     readback = trace.labelled("readback")
     if readback and readback[0].kernels:
         first_read = min(k.start for k in readback[0].kernels)
         read_stream = readback[0].kernels[0].stream
         late = [k for k in call.kernels if k.end > first_read and k.stream != read_stream]
         if late:
-            return "runtime_error", (
+            return Status.runtime_error, (
                 f"kernel {late[0].name} ran on another stream (id {late[0].stream}) and was still running when the "
                 "caller's stream read the outputs: launch on the stream TVM-FFI hands out, or order your stream "
                 "before returning"
