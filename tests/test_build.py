@@ -9,7 +9,8 @@ import pytest
 
 from tests.build_support import KERNELS, build_kernel, needs_nvcc, session_cache
 from workbench.evaluate.build.link_policy import import_allowed
-from workbench.evaluate.build.nvcc import build, compile_source, first_errors, parse_ptxas
+from workbench.evaluate.build.nvcc import build, compile_source, first_errors
+from workbench.evaluate.build.ptxas_report import parse_ptxas
 from workbench.evaluate.render import short_kernel
 from workbench.evaluate.result import Status
 from workbench.tasks import get_target

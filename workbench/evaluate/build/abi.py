@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from workbench.evaluate.result import BuildStage, Status
 from workbench.evaluate.build.source_text import code_only
+from workbench.evaluate.result import BuildStage, Status
 from workbench.tasks.models import Definition
 
 Kind = Literal["tensor", "scalar"]

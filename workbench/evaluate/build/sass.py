@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.evaluate.gpu.demangle import demangle
-from workbench.evaluate.result import BuildStage, StaticStage, Status
 from workbench.evaluate.gpu.toolchain import find_tool
+from workbench.evaluate.result import BuildStage, StaticStage, Status
 from workbench.tasks.targets import Target
 
 # The architecture's own instructions, by family, as cuobjdump 13.4 names what nvcc 13.0 emits

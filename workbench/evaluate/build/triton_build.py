@@ -39,11 +39,12 @@ from pathlib import Path
 from typing import Literal
 
 from workbench.evaluate.build.ban import BanFinding
-from workbench.evaluate.build.nvcc import cache_root, first_errors, parse_ptxas, warning_summary
-from workbench.evaluate.gpu.isolation import signal_group
-from workbench.evaluate.result import BuildStage, KernelResources, Status
+from workbench.evaluate.build.nvcc import cache_root, first_errors
+from workbench.evaluate.build.ptxas_report import parse_ptxas, warning_summary
 from workbench.evaluate.build.sass import SASS_NAME, disassemble
 from workbench.evaluate.build.triton_ban import scan
+from workbench.evaluate.gpu.isolation import signal_group
+from workbench.evaluate.result import BuildStage, KernelResources, Status
 from workbench.tasks import Target, Task, Workload
 from workbench.tasks.devices import DEVICES
 

@@ -43,9 +43,9 @@ from triton.runtime import driver
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction
 
+from workbench.evaluate.build.triton_ban import LAUNCH_OPTIONS
 from workbench.evaluate.gpu import sandbox
 from workbench.evaluate.gpu.inputs import DTYPES
-from workbench.evaluate.build.triton_ban import LAUNCH_OPTIONS
 
 MODULE_NAME = "ptxwb_candidate"
 # Uninitialised allocation: no kernel runs. Views (`func.is_view`) pass too.
