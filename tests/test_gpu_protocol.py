@@ -12,14 +12,11 @@ from typing import Any
 import pytest
 
 from workbench.evaluate.gpu import child_protocol, protocol
-from workbench.evaluate.gpu.isolation import Reply
-from workbench.evaluate.gpu.judge import Judge
-from workbench.evaluate.gpu.kernel_trace import WallTrace
+from workbench.evaluate.gpu.isolation import Child, Reply
 from workbench.evaluate.gpu.protocol import ProtocolError, Status, TimeLimits
-from workbench.evaluate.gpu.runner import Runner
 from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.stage_failed import StageFailed
-from workbench.evaluate.gpu.worker import Worker
+from workbench.evaluate.gpu.worker import Worker, child_argv, judge_argv
 
 TRIAL = {
     "seed": 7,
@@ -198,48 +195,23 @@ def test_the_worker_answers_a_malformed_request_with_an_infrastructure_error() -
     assert "'library'" in replies[2]["message"]
 
 
-class _FakeChild:
-    """A runner whose answers are given: what came back on its channel."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.data = data
-
-    def request(self, message: dict[str, Any], timeout_s: float) -> Reply:
-        return Reply({**self.data, "nonce": "n"})
-
-    def pause(self) -> None:
-        pass
-
-    def resume(self) -> None:
-        pass
-
-
-class _FakeWorker:
-    def __init__(self, judge_reply: dict[str, Any]) -> None:
-        self.judge_reply = judge_reply
-
-    def judge_request(self, device: str, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        return self.judge_reply
-
-
-def _session(runner_reply: dict[str, Any], judge_reply: dict[str, Any]) -> Session:
+def _session() -> Session:
+    """A session of a real worker on the CPU device, for a candidate with no kernels (nothing is read)."""
     request = {
         "op": "begin",
         "library": "/nowhere/k.so",
         "kernels": [],
         "spec": {"device": "cpu", "axes": {}},
     }
-    session = Session(_FakeWorker(judge_reply), request)  # type: ignore[arg-type]
-    session.runner = _FakeChild(runner_reply)  # type: ignore[assignment]
-    return session
+    return Session(Worker(io.StringIO()), request)  # type: ignore[arg-type]
 
 
 def test_a_malformed_runner_answer_ends_the_stage_with_an_infrastructure_error() -> None:
-    session = _session({"armed": "yes", "changed": []}, {})
+    # What came back on the candidate's channel (a candidate can write there: `tampered` tests forge it).
+    answer = Reply({"armed": "yes", "changed": [], "nonce": "n"})
+    command: Any = {"cmd": "timing_prepare", "entrant": "candidate", "seed": 1}
     with pytest.raises(StageFailed) as raised:
-        session.ask_runner(
-            {"cmd": "timing_prepare", "entrant": "candidate", "seed": 1}, "timing: preparing a call"
-        )
+        _session()._runner_answer(command, answer, "timing: preparing a call")
     assert raised.value.stage["status"] == Status.infrastructure_error
     assert raised.value.stage["message"].startswith(
         "timing: preparing a call: malformed message: field 'armed'"
@@ -247,35 +219,33 @@ def test_a_malformed_runner_answer_ends_the_stage_with_an_infrastructure_error()
 
 
 def test_a_malformed_judge_answer_ends_the_stage_with_an_infrastructure_error() -> None:
-    session = _session({}, {"trial": {**TRIAL, "outputs": None}})
+    command: Any = {"cmd": "check", "exports": {}, "seed": 7, "fresh": False}
     with pytest.raises(StageFailed) as raised:
-        session.ask_judge({"cmd": "check", "exports": {}, "seed": 7, "fresh": False})
+        _session()._judge_answer(command, {"trial": {**TRIAL, "outputs": None}})
     assert raised.value.stage["status"] == Status.infrastructure_error
     assert "field 'trial.outputs'" in raised.value.stage["message"]
 
 
-class _FakeChannel:
-    def __init__(self, requests: list[dict[str, Any]]) -> None:
-        self.requests = list(requests)
-        self.written: list[dict[str, Any]] = []
-
-    def read(self) -> dict[str, Any] | None:
-        return self.requests.pop(0) if self.requests else None
-
-    def write(self, message: dict[str, Any]) -> None:
-        self.written.append(message)
+def _refusals(argv: list[str], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The real process on the CPU device, started as the worker starts it, asked `messages` over its
+    private pipes: its replies without their nonces."""
+    child = Child(argv, env={"PTXWB_DEVICE": "cpu"})
+    try:
+        assert child.receive(120).ok  # its ready line
+        replies = [child.request(message, 120).data or {} for message in messages]
+    finally:
+        child.close()
+    return [{key: value for key, value in reply.items() if key != "nonce"} for reply in replies]
 
 
 def test_the_runner_refuses_a_malformed_command_naming_the_field() -> None:
-    channel = _FakeChannel([{"cmd": "prepare", "set": "same", "nonce": "a"}, {"cmd": "tgo", "nonce": "b"}])
-    assert Runner(channel, WallTrace(), "cpu").serve() == 0  # type: ignore[arg-type]
-    assert channel.written == [
-        {"nonce": "a", "error": "malformed message: field 'seed' is missing"},
-        {"nonce": "b", "error": "unknown command 'tgo'"},
+    replies = _refusals(child_argv(), [{"cmd": "prepare", "set": "same"}, {"cmd": "tgo"}])
+    assert replies == [
+        {"error": "malformed message: field 'seed' is missing"},
+        {"error": "unknown command 'tgo'"},
     ]
 
 
 def test_the_judge_refuses_a_malformed_command_naming_the_field() -> None:
-    channel = _FakeChannel([{"cmd": "check_timed", "exports": {}, "nonce": "a"}])
-    assert Judge(channel, "cpu").serve() == 0  # type: ignore[arg-type]
-    assert channel.written == [{"nonce": "a", "error": "malformed message: field 'seed' is missing"}]
+    replies = _refusals(judge_argv(), [{"cmd": "check_timed", "exports": {}}])
+    assert replies == [{"error": "malformed message: field 'seed' is missing"}]
