@@ -147,9 +147,9 @@ def test_time_the_gpu_trace_does_not_show_is_a_wall_clock_mismatch() -> None:
     )
 
 
-def test_the_host_time_allowed_scales_with_a_short_kernel() -> None:
-    """A 20 us kernel may not hide 0.1 ms of host work (the old 0.15 ms floor let it); a ms-scale one
-    keeps a quarter of its span."""
+def test_a_short_kernel_may_hide_no_more_than_the_clocks_noise_on_the_host() -> None:
+    """A 20 us kernel is allowed the floor (the two host paths' measured noise), a ms-scale one a quarter
+    of its span."""
     decode = {**SPEC, "flops": None, "min_bytes": None}  # a tiny task: no speed of light in the way
 
     def tiny(candidate_wall: float) -> dict:
@@ -158,8 +158,8 @@ def test_the_host_time_allowed_scales_with_a_short_kernel() -> None:
             attribute(trace([0.02] * 2, [0.02] * 2)), walls, {"0": "x"}, decode, {OWN}, "NVIDIA H200"
         )
 
-    assert tiny(0.35)["status"] == "wall_clock_mismatch"
-    assert tiny(0.28)["status"] == "passed", tiny(0.28)["message"]
+    assert tiny(0.45)["status"] == "wall_clock_mismatch"
+    assert tiny(0.35)["status"] == "passed", tiny(0.35)["message"]  # 0.1 ms: what honest paths differ by
     long = stage_for([2.0] * 2, [2.0] * 2, walls={"candidate": [2.6] * 2, "0": [2.1] * 2})
     assert long["status"] == "passed", long["message"]
 
