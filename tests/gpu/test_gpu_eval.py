@@ -355,7 +355,10 @@ def test_a_fault_only_at_the_timed_workload_is_explained_where_it_happened(runne
     print(correctness["status"], correctness["message"])
     assert correctness["status"] == "runtime_error", correctness
     assert "exited with status 1" in correctness["message"]
-    after = correctness["message"].split("memcheck at the failing workload (M=1024): ", 1)[-1]
+    # H200, 2026-12-03: "... | memcheck at the failing workload (N=7168, K=5120, M=1024): Invalid __global__
+    # write of size 2 bytes, in simt_gemm_kernel, at kernel.cu:44 (`...`), thread (0,0,0) block (0,0,0), ..."
+    _, found, after = correctness["message"].partition("memcheck at the failing workload (")
+    assert found and "M=1024): " in after, correctness["message"]
     assert all(word in after for word in ("simt_gemm_kernel", "kernel.cu:", "thread (", "address 0x")), after
 
 
