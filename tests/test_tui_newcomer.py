@@ -285,8 +285,12 @@ async def test_once_a_replay_ended_its_play_keys_leave_and_do_nothing(tmp_path: 
     app, driver = replay_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: driver.state == "ended")
-        await until(pilot, lambda: "fork" in footer_actions(app))
-        assert not {"toggle_pause", "faster"} & footer_actions(app)
+        # The footer settles after the state changes (bindings refresh on the next frames): wait for the
+        # whole of it, so a busy machine cannot catch it half-way; `until` fails if it never gets there.
+        await until(
+            pilot,
+            lambda: "fork" in footer_actions(app) and not {"toggle_pause", "faster"} & footer_actions(app),
+        )
         await pilot.press("plus", "plus", "space")
         assert driver.speed == 100.0 and not driver.player.paused
 
