@@ -72,6 +72,17 @@ def _describe(signature: Counter) -> str:
     return "; ".join(parts[:3]) + (" ..." if len(parts) > 3 else "")
 
 
+def _own_only(
+    profiled: list[dict], timed_calls: list[list[Kernel]], own: set[str] | None
+) -> tuple[list[dict], list[list[Kernel]]]:
+    """Both sides reduced to the candidate's own kernels (None: every kernel is its own)."""
+    if own is None:
+        return profiled, timed_calls
+    return [launch for launch in profiled if launch["name"] in own], [
+        [k for k in call if k.name in own] for call in timed_calls
+    ]
+
+
 def kernel_times(profiled: list[dict], timed_calls: list[list[Kernel]]) -> tuple[float, float] | None:
     """(the profiled call's kernel time, the timed calls' median), ms; None where ncu gave no times."""
     profiled_ns = [launch["time_ns"] for launch in profiled if launch.get("time_ns")]
@@ -86,9 +97,7 @@ def profiled_over_timed(
 ) -> float | None:
     """The profiled call's own kernel time over the timed calls' median: kept in every verdict, so the
     spread honest kernels show (which bounds DURATION_FACTOR) is measured wherever kernels are judged."""
-    if own is not None:
-        profiled = [launch for launch in profiled if launch["name"] in own]
-        timed_calls = [[k for k in call if k.name in own] for call in timed_calls]
+    profiled, timed_calls = _own_only(profiled, timed_calls, own)
     times = kernel_times(profiled, timed_calls)
     if times is None or times[1] <= 0:
         return None
@@ -101,9 +110,7 @@ def agreement(
     """(message, figures) when the profiled call disagrees with the timed calls; None when they agree.
     `profiled` are ncu's launches of the candidate's own kernels; `timed_calls` each timed call's
     own kernels from CUPTI."""
-    if own is not None:
-        profiled = [launch for launch in profiled if launch["name"] in own]
-        timed_calls = [[k for k in call if k.name in own] for call in timed_calls]
+    profiled, timed_calls = _own_only(profiled, timed_calls, own)
     if not timed_calls:
         return None
     wanted = profiled_signature(profiled)

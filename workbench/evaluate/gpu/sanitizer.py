@@ -102,6 +102,11 @@ def parse_memcheck(report: str) -> tuple[list[Fault], int | None]:
     return faults, summary
 
 
+def workload_label(axes: dict) -> str:
+    """`N=7168, K=5120, M=1024`: the workload a memcheck line speaks of."""
+    return ", ".join(f"{k}={v}" for k, v in axes.items())
+
+
 def memcheck_message(
     report: str, source: str | None, axes: dict, where: str = "the smallest workload"
 ) -> str | None:
@@ -109,7 +114,6 @@ def memcheck_message(
     faults, summary = parse_memcheck(report)
     if not faults:
         return None
-    shown = ", ".join(f"{k}={v}" for k, v in axes.items())
     count = summary if summary is not None else len(faults)
     more = f" ({count} errors in all)" if count > 1 else ""
-    return f"memcheck at {where} ({shown}): {faults[0].describe(source)}{more}"
+    return f"memcheck at {where} ({workload_label(axes)}): {faults[0].describe(source)}{more}"
