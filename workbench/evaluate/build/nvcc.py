@@ -239,22 +239,24 @@ async def _disassemble_when_ready(work: Path, started: asyncio.Event) -> None:
             (work / SASS_NAME).write_text(disassembly.text)
 
 
-def _load_cached(entry: Path) -> BuildStage | None:
+def load_cached(entry: Path, required: tuple[str, ...], paths: dict[str, str]) -> BuildStage | None:
+    """A cache entry's recorded stage, or None when it is unreadable or a passed build lost one of the
+    `required` files; `paths` (field -> file name) point the stage's paths into the entry."""
     try:
         stage = BuildStage.model_validate_json((entry / RECORD_NAME).read_text())
     except (OSError, ValueError):
         return None
-    if stage.status == Status.passed and not all(
-        (entry / name).is_file() for name in (LIBRARY_NAME, PTX_NAME, CUBIN_NAME)
-    ):
+    if stage.status == Status.passed and not all((entry / name).is_file() for name in required):
         return None
-    return stage.model_copy(
-        update={
-            "cache_hit": True,
-            "library_path": str(entry / LIBRARY_NAME) if stage.library_path else None,
-            "ptx_path": str(entry / PTX_NAME) if stage.ptx_path else None,
-            "cubin_path": str(entry / CUBIN_NAME) if stage.cubin_path else None,
-        }
+    located = {field: str(entry / name) if getattr(stage, field) else None for field, name in paths.items()}
+    return stage.model_copy(update={"cache_hit": True, **located})
+
+
+def _load_cached(entry: Path) -> BuildStage | None:
+    return load_cached(
+        entry,
+        (LIBRARY_NAME, PTX_NAME, CUBIN_NAME),
+        {"library_path": LIBRARY_NAME, "ptx_path": PTX_NAME, "cubin_path": CUBIN_NAME},
     )
 
 

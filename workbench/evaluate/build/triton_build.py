@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Literal
 
 from workbench.evaluate.build.ban import BanFinding
-from workbench.evaluate.build.nvcc import cache_root, first_errors
+from workbench.evaluate.build.nvcc import RECORD_NAME, cache_root, first_errors, load_cached
 from workbench.evaluate.build.ptxas_report import parse_ptxas, warning_summary
 from workbench.evaluate.build.sass import SASS_NAME, disassemble
 from workbench.evaluate.build.triton_ban import scan
@@ -52,7 +52,6 @@ CACHE_FORMAT = 2  # 2: the trace keeps what the GPU runtime cache is made of, at
 SOURCE_NAME = "kernel.py"
 PTX_NAME = "kernel.ptx"
 CUBIN_NAME = "kernel.cubin"
-RECORD_NAME = "build.json"
 KERNELS_DIR = "kernels"
 MAX_ERRORS = 5
 MAX_OUTPUT_CHARS = 20_000
@@ -336,20 +335,8 @@ async def _assemble(
 
 
 def _load_cached(entry: Path) -> BuildStage | None:
-    try:
-        stage = BuildStage.model_validate_json((entry / RECORD_NAME).read_text())
-    except (OSError, ValueError):
-        return None
-    if stage.status == Status.passed and not all(
-        (entry / n).is_file() for n in (PTX_NAME, CUBIN_NAME, SASS_NAME)
-    ):
-        return None
-    return stage.model_copy(
-        update={
-            "cache_hit": True,
-            "ptx_path": str(entry / PTX_NAME) if stage.ptx_path else None,
-            "cubin_path": str(entry / CUBIN_NAME) if stage.cubin_path else None,
-        }
+    return load_cached(
+        entry, (PTX_NAME, CUBIN_NAME, SASS_NAME), {"ptx_path": PTX_NAME, "cubin_path": CUBIN_NAME}
     )
 
 
