@@ -16,3 +16,36 @@ def shared_fixtures() -> Path:
     if not SHARED_FIXTURES.is_dir():
         pytest.skip(f"shared fixtures not found at {SHARED_FIXTURES}")
     return SHARED_FIXTURES
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_worker_service_folder(tmp_path_factory: pytest.TempPathFactory):
+    """Every test process gets its own runtime folder, so a `local` executor's worker service started by a
+    test (or a `ptxwb` it runs) is never this machine user's, and is stopped when the tests end."""
+    import os
+
+    runtime = tmp_path_factory.mktemp("runtime")
+    runtime.chmod(0o700)
+    before = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    yield runtime
+    stop_worker_services()
+    if before is None:
+        os.environ.pop("XDG_RUNTIME_DIR", None)
+    else:
+        os.environ["XDG_RUNTIME_DIR"] = before
+
+
+def stop_worker_services() -> None:
+    import asyncio
+
+    from workbench.evaluate.service_client import ServiceClient, running_labels
+
+    async def stop_all() -> None:
+        for label in running_labels():
+            client = ServiceClient.for_label(label)
+            if await client.connect_existing():
+                await client.stop_service()
+            await client.close()
+
+    asyncio.run(stop_all())

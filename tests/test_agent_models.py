@@ -20,8 +20,8 @@ from workbench.agent.models import (
     ScriptedModel,
     make_model,
 )
-from workbench.agent.secrets import REDACTED, redact
 from workbench.errors import UserError
+from workbench.secrets import REDACTED, redact
 
 ASK = [ChatMessage(role="user", content="write a kernel")]
 

@@ -4,6 +4,7 @@ anything is built, by the library and by `ptxwb eval` (exit 2)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,8 +43,25 @@ def test_ptxwb_eval_local_without_a_gpu_is_one_line_and_exit_2(tmp_path: Path) -
     done = subprocess.run(
         [sys.executable, "-c", "from workbench.cli.main import main; main()", "eval", str(KERNEL),
          "--task", "gemm_n7168_k5120", "--executor", "local"],
-        capture_output=True, text=True, timeout=300, check=False, env={"PTXWB_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=300, check=False, env={"PTXWB_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": os.environ["XDG_RUNTIME_DIR"]},
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "no NVIDIA GPU" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_the_service_started_for_a_host_without_a_gpu_does_not_linger(tmp_path: Path) -> None:
+    from workbench.evaluate.service_client import running_labels
+
+    executor = make_executor("local", tmp_path / "builds")
+
+    async def go():
+        try:
+            request = EvalRequest(task="gemm_n7168_k5120", target="hopper", source=KERNEL.read_text())
+            return await executor.evaluate(request)
+        finally:
+            await executor.close()
+
+    with pytest.raises(UserError, match="no NVIDIA GPU"):
+        asyncio.run(go())
+    assert running_labels() == []

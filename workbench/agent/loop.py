@@ -32,9 +32,9 @@ from workbench.agent.models.base import (
     Reply,
     RetryNotice,
 )
-from workbench.agent.secrets import redact
 from workbench.evaluate.request import EvalRequest, Executor, Progress
 from workbench.evaluate.result import EvalResult
+from workbench.secrets import redact
 from workbench.session.events import (
     Candidate,
     CandidateOrigin,

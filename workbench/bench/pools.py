@@ -97,34 +97,42 @@ def visible_gpus() -> list[str]:
     )
 
 
-def pinned_local(gpu: str, cache_dir: Path | None) -> Executor:
+def pinned_local(gpu: str, cache_dir: Path | None, worker_service: bool | None = None) -> Executor:
     """The `local` executor with its worker on one GPU of several (GPU modules load only for it)."""
     from workbench.evaluate.local_executor import LocalExecutor
 
-    return LocalExecutor(cache_dir, gpu=gpu)
+    return LocalExecutor(cache_dir, gpu=gpu, worker_service=worker_service)
 
 
-def make_workers(specs: Sequence[str], cache_dir: Path | None) -> list[Executor]:
+def make_workers(
+    specs: Sequence[str], cache_dir: Path | None, worker_service: bool | None = None
+) -> list[Executor]:
     """One executor per worker: every local GPU (one unpinned worker if none is listed), every ssh host."""
     workers: list[Executor] = []
     for spec in specs:
         gpus = visible_gpus() if spec == "local" else []
         if len(gpus) > 1:
-            workers.extend(pinned_local(gpu, cache_dir) for gpu in gpus)
+            workers.extend(pinned_local(gpu, cache_dir, worker_service) for gpu in gpus)
         else:
-            workers.append(make_executor(spec, cache_dir))
+            workers.append(make_executor(spec, cache_dir, worker_service))
     return workers
 
 
 class EvaluationPool:
     """Hands each evaluation to an idle worker; the sessions see it as one executor."""
 
-    def __init__(self, specs: Sequence[str], cache_dir: Path | None = None, cpus: int | None = None) -> None:
+    def __init__(
+        self,
+        specs: Sequence[str],
+        cache_dir: Path | None = None,
+        cpus: int | None = None,
+        worker_service: bool | None = None,
+    ) -> None:
         self.name = "+".join(dict.fromkeys(specs))
         self.cache_dir = cache_dir
         self.static = all(spec == "static" for spec in specs)
         self.prebuild = all(spec == "local" for spec in specs)
-        self.workers = make_workers(specs, cache_dir)
+        self.workers = make_workers(specs, cache_dir, worker_service)
         self.cpus = cpus or os.cpu_count() or 1
         self._cpus = asyncio.Semaphore(self.cpus)
         self._idle: asyncio.Queue[Executor] = asyncio.Queue()

@@ -34,13 +34,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from workbench.agent.secrets import is_secret_name
 from workbench.bench.pools import Requeued
 from workbench.errors import UserError
 from workbench.evaluate.build.nvcc import build
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import EvalRequest, ProgressCallback
 from workbench.evaluate.result import EvalResult
+from workbench.secrets import is_secret_name
 from workbench.tasks import get_target
 
 try:

@@ -147,8 +147,10 @@ class SweepRunner:
         on_event: OnEvent | None = None,
         retry_model_errors: bool = False,
         pool: PoolFactory | None = None,
+        worker_service: bool | None = None,
     ) -> None:
         self.folder = folder
+        self.worker_service = worker_service
         self.spec = spec
         self.cache_dir = cache_dir
         self.on_event = on_event or (lambda event: None)
@@ -191,7 +193,7 @@ class SweepRunner:
         pool: SweepPool = (
             self.pool(summary.requeued.append)
             if self.pool is not None
-            else EvaluationPool(self.spec.executors, self.cache_dir)
+            else EvaluationPool(self.spec.executors, self.cache_dir, worker_service=self.worker_service)
         )
         models = asyncio.Semaphore(self.spec.concurrency)
         # Enough sessions in flight to keep both pools busy: every model slot, every evaluation slot.
@@ -272,8 +274,15 @@ def run_sweep(
     on_event: OnEvent | None = None,
     retry_model_errors: bool = False,
     pool: PoolFactory | None = None,
+    worker_service: bool | None = None,
 ) -> SweepSummary:
     runner = SweepRunner(
-        folder, spec, cache_dir=cache_dir, on_event=on_event, retry_model_errors=retry_model_errors, pool=pool
+        folder,
+        spec,
+        cache_dir=cache_dir,
+        on_event=on_event,
+        retry_model_errors=retry_model_errors,
+        pool=pool,
+        worker_service=worker_service,
     )
     return asyncio.run(runner.run(text, resume))

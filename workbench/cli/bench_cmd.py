@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from workbench.cli.options import NoWorkerService
 from workbench.errors import UserError
 
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ def run(
             help="What each evaluation actor asks of the cluster (default GPU=1 for `local`, CPU=1 for `static`).",
         ),
     ] = None,
+    no_worker_service: NoWorkerService = False,
 ) -> None:
     """Run every trajectory of a sweep as an agent session, headless; kill it any time, --resume finishes it."""
     from workbench.bench.folder import SweepFolder
@@ -167,7 +169,7 @@ def run(
         with SweepProgress(console, len(plan(spec))) as view:
             summary = run_sweep(
                 folder, spec, text, resume=resume, on_event=view, retry_model_errors=retry_model_errors,
-                pool=pools,
+                pool=pools, worker_service=False if no_worker_service else None,
             )  # fmt: skip
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.end_reasons.items())) or "none"
     console.print(

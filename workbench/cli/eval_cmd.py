@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from workbench.cli.options import NoWorkerService
 from workbench.errors import UserError
 from workbench.evaluate.executors import KNOWN, make_executor
 from workbench.evaluate.request import LANGUAGES, EvalRequest, Language, RunSettings
@@ -77,6 +78,7 @@ def eval_candidate(
     feedback: Annotated[
         bool, typer.Option("--feedback", help="Print the feedback text the agent reads.")
     ] = False,
+    no_worker_service: NoWorkerService = False,
 ) -> None:
     """Build and judge one candidate kernel for a task and a target."""
     if as_json and feedback:
@@ -96,7 +98,7 @@ def eval_candidate(
         raise UserError("--task is required for a .cu or .py file")
     target_name = get_target(target).name
     settings.require_executor(executor)
-    runner = make_executor(executor)
+    runner = make_executor(executor, worker_service=False if no_worker_service else None)
     request = EvalRequest.of(settings, task_name, target_name, source)
 
     async def judge() -> EvalResult:

@@ -28,6 +28,7 @@ _COMMANDS: dict[str, tuple[str, str, bool]] = {
     "pack": ("workbench.cli.pack_cmd", "app", True),
     "bench": ("workbench.cli.bench_cmd", "app", True),
     "fixit": ("workbench.cli.fixit_cmd", "app", True),
+    "worker": ("workbench.cli.worker_cmd", "app", True),
 }
 
 

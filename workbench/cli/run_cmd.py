@@ -19,6 +19,7 @@ from workbench.agent.config import ContextPolicy, agent_config
 from workbench.agent.items import EvalProgress, LoopItem, ModelRetry, TextDelta
 from workbench.agent.loop import MiniPTXAgent
 from workbench.agent.models import ChatMessage, HumanWriter, Model, make_model
+from workbench.cli.options import NoWorkerService
 from workbench.errors import UserError
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import Language, RunSettings
@@ -221,6 +222,7 @@ def run(
     api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL.")] = None,
     temperature: Annotated[float | None, typer.Option("--temperature")] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens")] = None,
+    no_worker_service: NoWorkerService = False,
 ) -> None:
     """Run the agent on one task: each turn the model writes a kernel, the executor judges it."""
     if no_pack and pack_variant is not None:
@@ -252,7 +254,7 @@ def run(
             task=task,
             target=target,
             model=build_model(model, api_base, temperature, max_tokens),
-            executor=make_executor(executor),
+            executor=make_executor(executor, worker_service=False if no_worker_service else None),
             out=out,
             config=config,
         )
@@ -267,7 +269,7 @@ def run(
             task=task,
             target=target,
             model=build_model(model, api_base, temperature, max_tokens, human=human),
-            executor=make_executor(executor),
+            executor=make_executor(executor, worker_service=False if no_worker_service else None),
             out=out,
             config=config,
         )

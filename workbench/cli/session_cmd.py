@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from workbench.cli.options import NoWorkerService
 from workbench.cli.output import console, print_json
 from workbench.errors import UserError
 from workbench.paths import runs_dir
@@ -148,6 +149,7 @@ def fork(
         int | None, typer.Option("--turns", help="Turn limit of the fork (default: the parent's).")
     ] = None,
     api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL.")] = None,
+    no_worker_service: NoWorkerService = False,
 ) -> None:
     """Fork a session at turn N and continue it with MODEL (headless); the parent is left as it was."""
     import asyncio
@@ -181,7 +183,7 @@ def fork(
         parent,
         turn,
         model=resumed(chosen, kept) if public_model(model) == public_model(parent.start.model) else chosen,
-        executor=make_executor(executor_spec),
+        executor=make_executor(executor_spec, worker_service=False if no_worker_service else None),
         out=out,
         config=config,
     )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from workbench.cli.options import NoWorkerService
 from workbench.errors import UserError
 from workbench.evaluate.request import Language
 from workbench.paths import new_session_path, sessions_dir
@@ -127,6 +128,7 @@ def author(
             help="Executed counts beside each SASS line (Nsight Compute's SourceCounters: more replay passes).",
         ),
     ] = False,
+    no_worker_service: NoWorkerService = False,
 ) -> None:
     """Write a kernel in your own editor; each save is evaluated and the panes update."""
     from workbench.evaluate.executors import make_executor
@@ -156,7 +158,7 @@ def author(
         task=task,
         target=target,
         kernel=kernel,
-        executor=make_executor(executor),
+        executor=make_executor(executor, worker_service=False if no_worker_service else None),
         out=out or new_session_path(task, target, prefix="author_"),
         settings=settings,
     )

@@ -39,7 +39,7 @@ from workbench.evaluate.result import (
     Status,
     TimingStage,
 )
-from workbench.evaluate.worker_client import WorkerClient, WorkerError
+from workbench.evaluate.worker_client import WorkerConnection, WorkerError
 from workbench.tasks import Target, Task, Workload, resolve_task
 
 STAGE_MODELS: dict[GpuStage, type[StageBase]] = {
@@ -89,7 +89,7 @@ class GpuExecutor:
 
     name = "gpu"
 
-    def __init__(self, client: WorkerClient, cache_dir: Path | None = None) -> None:
+    def __init__(self, client: WorkerConnection, cache_dir: Path | None = None) -> None:
         self.client = client
         self.cache_dir = cache_dir
 
@@ -125,6 +125,7 @@ class GpuExecutor:
             finalize(result)
             return False
         if not hello.get("gpus"):
+            await self.client.close_unusable()
             where = "this machine" if self.name == "local" else hello.get("host", "the worker host")
             raise UserError(
                 f"--executor {self.name}: no NVIDIA GPU on {where} (nvidia-smi lists none); "

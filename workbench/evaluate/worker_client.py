@@ -1,7 +1,9 @@
 """The host's side of the worker protocol: one long-lived worker process, JSON lines both ways.
 
 The same client drives a local worker (`python -m workbench.evaluate.gpu.worker`) and a remote one over
-OpenSSH (`ssh host python -m workbench.evaluate.gpu.worker`): only the command differs.
+OpenSSH (`ssh host python -m workbench.evaluate.gpu.worker`): only the command differs. `WorkerConnection`
+is what an executor needs of any way to a worker; the per-user service's client (`service_client.py`) is
+the other.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import cast
 
@@ -30,14 +33,75 @@ class WorkerError(RuntimeError):
     """The worker is gone or answered outside the protocol."""
 
 
-class WorkerClient:
+class WorkerConnection(ABC):
+    """A way to one worker: `start` (its hello), one request at a time, `close`."""
+
+    hello: dict | None = None
+
+    @abstractmethod
+    async def start(self) -> dict: ...
+
+    @abstractmethod
+    async def request(
+        self, message: dict, timeout_s: float, on_progress: Callable[[dict], None] | None = None
+    ) -> dict:
+        """Send one request; return its final reply (progress events go to `on_progress`)."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    async def close_unusable(self) -> None:
+        """Close a worker found unable to serve this host's GPU tiers (it has no GPU)."""
+        await self.close()
+
+    async def evaluate_library(
+        self,
+        library: str,
+        spec: dict,
+        kernels: list[str] | None = None,
+        stages: Sequence[str] = GPU_STAGES,
+        timeouts: dict[str, float] | None = None,
+        on_progress: Callable[[dict], None] | None = None,
+        **settings: object,
+    ) -> dict:
+        """The GPU tiers of an already built library in one request (no ban scan, no static tier):
+        `{"stages": {name: stage dict}, "device", "trace"}`. For tests, benchmarks and bare GPU hosts."""
+        await self.start()
+        try:
+            limits = TimeLimits.of(timeouts)
+        except ProtocolError as exc:
+            raise WorkerError(str(exc)) from None
+        return await self.request(
+            {
+                "op": "evaluate",
+                "library": library,
+                "kernels": kernels,
+                "spec": spec,
+                "stages": list(stages),
+                "timeouts": limits.wire(),
+                **settings,
+            },
+            # The worker's own limits run out first, so its status (which names what) arrives.
+            timeout_s=limits.start_s + limits.dynamic_s + limits.sanitize_s + STAGE_MARGIN_S,
+            on_progress=on_progress,
+        )
+
+
+class WorkerClient(WorkerConnection):
+    """A worker process of this client's own, started on first use."""
+
     def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
         self.argv = list(argv)
         self.env = env
         self._process: asyncio.subprocess.Process | None = None
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
-        self.hello: dict | None = None
+        self.hello = None
+
+    @property
+    def running(self) -> bool:
+        """Whether its worker process is up (it may be restarted by the next `start`)."""
+        return self._process is not None and self._process.returncode is None
 
     async def start(self) -> dict:
         if self._process is not None and self._process.returncode is None and self.hello is not None:
@@ -56,7 +120,6 @@ class WorkerClient:
     async def request(
         self, message: dict, timeout_s: float, on_progress: Callable[[dict], None] | None = None
     ) -> dict:
-        """Send one request; return its final reply (progress events go to `on_progress`)."""
         async with self._lock:
             process = self._process
             if (
@@ -99,38 +162,6 @@ class WorkerClient:
                 raise WorkerError(await self._why_gone()) from None
             except json.JSONDecodeError as exc:
                 raise WorkerError(f"the worker connection broke: {exc}") from None
-
-    async def evaluate_library(
-        self,
-        library: str,
-        spec: dict,
-        kernels: list[str] | None = None,
-        stages: Sequence[str] = GPU_STAGES,
-        timeouts: dict[str, float] | None = None,
-        on_progress: Callable[[dict], None] | None = None,
-        **settings: object,
-    ) -> dict:
-        """The GPU tiers of an already built library in one request (no ban scan, no static tier):
-        `{"stages": {name: stage dict}, "device", "trace"}`. For tests, benchmarks and bare GPU hosts."""
-        await self.start()
-        try:
-            limits = TimeLimits.of(timeouts)
-        except ProtocolError as exc:
-            raise WorkerError(str(exc)) from None
-        return await self.request(
-            {
-                "op": "evaluate",
-                "library": library,
-                "kernels": kernels,
-                "spec": spec,
-                "stages": list(stages),
-                "timeouts": limits.wire(),
-                **settings,
-            },
-            # The worker's own limits run out first, so its status (which names what) arrives.
-            timeout_s=limits.start_s + limits.dynamic_s + limits.sanitize_s + STAGE_MARGIN_S,
-            on_progress=on_progress,
-        )
 
     async def _why_gone(self) -> str:
         process = self._process

@@ -14,7 +14,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.agent.secrets import REDACTED, is_secret_name, redact
+from workbench.secrets import REDACTED, is_secret_name, redact
 
 # An absolute (or home-relative) path's folders: `/home/ann/runs/kernel.cu` keeps `kernel.cu`. Only at
 # the start, after a space, a quote, a bracket, `=` or a compiler's -I/-L, so `TFLOP/s`, `a/b` and URLs

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from workbench.agent.models.base import Author, ChatMessage, ModelError, OnDelta, OnRetry, Reply, RetryNotice
-from workbench.agent.secrets import is_secret_name, redact
+from workbench.secrets import is_secret_name, redact
 from workbench.session.events import Usage
 
 

@@ -22,6 +22,7 @@ class ProtocolError(ValueError):
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"malformed message: field {field!r} {problem}")
         self.field = field
+        self.problem = problem
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
