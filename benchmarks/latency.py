@@ -1,0 +1,240 @@
+"""Where a verdict's seconds go, with and without the per-user worker service, side by side in one run
+(on the GPU host).
+
+For the headline GEMM reference, each figure against the tiers' own time (correctness + timing +
+dynamic, the floor nothing can go below):
+1. one-shot `ptxwb eval --executor local` beyond its build (build cached): with its own worker
+   (`--no-worker-service`, the path before the service) and through a warm service;
+2. back to back in one process (an agent's loop, a script holding the executor): own worker and service;
+3. author save-to-verdict: the author screen's driver, headless, the file saved with a changed comment
+   (so each save is built afresh), through the service;
+4. a sweep's evaluations per GPU-hour with cold builds: `--sweep N` distinct sources through one
+   evaluation pool (builds on the CPU cores while the GPU judges), through the service.
+Each figure's speedup against cuBLAS is recorded too, so a move in an honest speedup shows.
+
+`python benchmarks/latency.py OUT.json [--rounds R] [--sweep N]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK = "gemm_n7168_k5120"
+REFERENCE = ROOT / "references" / "gemm" / "04_ws_persistent.cu"
+TIERS = ("correctness", "timing", "dynamic")
+
+
+def git_sha() -> str:
+    if os.environ.get("PTXWB_GIT_SHA"):
+        return os.environ["PTXWB_GIT_SHA"]
+    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
+    return done.stdout.strip() or "unknown"
+
+
+def measured(stages: dict[str, Any], phases: dict[str, float] | None, wall_s: float) -> dict[str, Any]:
+    """One evaluation: its wall time, the build's part, the tiers' own time and what was left."""
+    seconds = {name: float((stages.get(name) or {}).get("duration_s") or 0.0) for name in stages}
+    build = seconds.get("build", 0.0) + seconds.get("static", 0.0)
+    tiers = sum(seconds.get(name, 0.0) for name in TIERS)
+    return {
+        "status": {name: (stages.get(name) or {}).get("status") for name in ("build", *TIERS)},
+        "speedup": (stages.get("timing") or {}).get("speedup"),
+        "wall_s": round(wall_s, 3),
+        "build_s": round(build, 3),
+        "beyond_build_s": round(wall_s - build, 3),
+        "tiers_s": round(tiers, 3),
+        "phases_s": phases or {},
+    }
+
+
+def one_shot(env: dict[str, str], service: bool) -> dict[str, Any]:
+    command = [sys.executable, "-c", "from workbench.cli.main import main; main()", "eval", str(REFERENCE),
+               "--task", TASK, "--executor", "local", "--json"]  # fmt: skip
+    if not service:
+        command.append("--no-worker-service")
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=600)
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"ptxwb eval failed: {done.stderr.strip()[-400:]}")
+    result = json.loads(done.stdout)
+    stages = {name: stage for name, stage in result["stages"].items() if stage}
+    return measured(stages, result.get("phases_s"), wall)
+
+
+def stage_dicts(result: Any) -> dict[str, Any]:
+    return {name: stage.model_dump(mode="json") for name, stage in result.stages.in_order()}
+
+
+async def back_to_back(rounds: int, service: bool, cache: Path) -> list[dict[str, Any]]:
+    from workbench.evaluate.local_executor import LocalExecutor
+    from workbench.evaluate.request import EvalRequest
+
+    executor = LocalExecutor(cache, worker_service=service)
+    rows = []
+    try:
+        for _ in range(rounds + 1):  # the first one warms the worker (or the process's own worker)
+            started = time.perf_counter()
+            result = await executor.evaluate(
+                EvalRequest(task=TASK, target="hopper", source=REFERENCE.read_text())
+            )
+            rows.append(measured(stage_dicts(result), result.phases_s, time.perf_counter() - started))
+    finally:
+        await executor.close()
+    return rows[1:]
+
+
+class QuietSink:
+    """The author driver's screen, reduced to noticing verdicts."""
+
+    def __init__(self) -> None:
+        self.verdicts: asyncio.Queue[Any] = asyncio.Queue()
+
+    @property
+    def app(self) -> Any:
+        raise RuntimeError("no screen in a benchmark")
+
+    async def ingest(self, item: Any) -> None:
+        from workbench.session.events import Evaluation
+
+        if isinstance(item, Evaluation):
+            self.verdicts.put_nowait((time.perf_counter(), item.result))
+
+    async def rebuild(self, events: list[Any]) -> None:
+        return None
+
+    def state_changed(self) -> None:
+        return None
+
+
+async def author_saves(rounds: int, folder: Path) -> list[dict[str, Any]]:
+    from workbench.evaluate.executors import make_executor
+    from workbench.tui.drivers.author import AuthorDriver
+
+    kernel = folder / "kernel.cu"
+    source = REFERENCE.read_text()
+    kernel.write_text(source)
+    driver = AuthorDriver(
+        task=TASK, target="hopper", kernel=kernel, executor=make_executor("local"), out=None
+    )
+    sink = QuietSink()
+    running = asyncio.create_task(driver.run(sink))  # type: ignore[arg-type]
+    rows = []
+    try:
+        await sink.verdicts.get()  # the first verdict, on opening
+        for save in range(rounds):
+            await asyncio.sleep(1.0)  # a person between saves; the watcher's debounce is 0.3 s of it
+            saved = time.perf_counter()
+            kernel.write_text(f"// save {save} at {time.time_ns()}\n{source}")
+            at, result = await sink.verdicts.get()
+            rows.append(measured(stage_dicts(result), result.phases_s, at - saved))
+    finally:
+        await driver.close()
+        running.cancel()
+        await driver.executor.close()
+    return rows
+
+
+async def sweep(count: int, cache: Path) -> dict[str, Any]:
+    from workbench.bench.pools import EvaluationPool
+    from workbench.evaluate.request import EvalRequest
+
+    pool = EvaluationPool(["local"], cache)
+    source = REFERENCE.read_text()
+    try:
+        await pool.evaluate(EvalRequest(task=TASK, target="hopper", source=source))  # warm, not counted
+
+        async def one(index: int) -> dict[str, Any]:
+            unique = f"// sweep candidate {index} {time.time_ns()}\n{source}"  # a build of its own
+            started = time.perf_counter()
+            result = await pool.evaluate(EvalRequest(task=TASK, target="hopper", source=unique))
+            return measured(stage_dicts(result), result.phases_s, time.perf_counter() - started)
+
+        started = time.perf_counter()
+        rows = await asyncio.gather(*(one(index) for index in range(count)))
+        wall = time.perf_counter() - started
+    finally:
+        await pool.shutdown()
+    tiers = sum(row["tiers_s"] for row in rows)
+    return {
+        "evaluations": count,
+        "wall_s": round(wall, 3),
+        "per_gpu_hour": round(count * 3600 / wall, 1),
+        "floor_per_gpu_hour": round(count * 3600 / tiers, 1),
+        "rows": rows,
+    }
+
+
+def summary(label: str, rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    values = [row[key] for row in rows]
+    tiers = [row["tiers_s"] for row in rows]
+    median, floor = statistics.median(values), statistics.median(tiers)
+    line = {
+        "figure": label,
+        "median_s": round(median, 3),
+        "tiers_s": round(floor, 3),
+        "over_tiers": round(median / floor, 2) if floor else None,
+        "speedups": [row["speedup"] for row in rows],
+        "queue_s": [row["phases_s"].get("queue") for row in rows],
+    }
+    print(json.dumps(line), flush=True)
+    return line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sweep", type=int, default=12)
+    args = parser.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="ptxwb-latency-"))
+    runtime = scratch / "runtime"
+    runtime.mkdir(mode=0o700)
+    cache = scratch / "cache"
+    # A service of this run's own, and a build cache warmed by the first evaluation.
+    os.environ.update(XDG_RUNTIME_DIR=str(runtime), PTXWB_CACHE=str(cache))
+    env = dict(os.environ)
+    report: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "git_sha": git_sha(),
+        "task": TASK,
+        "reference": str(REFERENCE.relative_to(ROOT)),
+    }
+    own = [one_shot(env, service=False) for _ in range(args.rounds + 1)][1:]  # the first also builds
+    one_shot(env, service=True)  # starts the service and warms it
+    warm = [one_shot(env, service=True) for _ in range(args.rounds)]
+    own_b2b = asyncio.run(back_to_back(args.rounds, False, cache))
+    warm_b2b = asyncio.run(back_to_back(args.rounds, True, cache))
+    author = asyncio.run(author_saves(args.rounds, scratch))
+    swept = asyncio.run(sweep(args.sweep, cache))
+    report["figures"] = [
+        summary("one-shot eval beyond build, own worker", own, "beyond_build_s"),
+        summary("one-shot eval beyond build, warm service", warm, "beyond_build_s"),
+        summary("back to back beyond build, own worker", own_b2b, "beyond_build_s"),
+        summary("back to back beyond build, warm service", warm_b2b, "beyond_build_s"),
+        summary("author save-to-verdict (cold build), service", author, "wall_s"),
+        summary("author save-to-verdict beyond build, service", author, "beyond_build_s"),
+    ]
+    line = {k: swept[k] for k in ("evaluations", "wall_s", "per_gpu_hour", "floor_per_gpu_hour")}
+    print(json.dumps({"figure": "sweep, cold builds, service", **line}), flush=True)
+    report["runs"] = {"one_shot_own": own, "one_shot_service": warm, "back_to_back_own": own_b2b,
+                      "back_to_back_service": warm_b2b, "author": author, "sweep": swept}  # fmt: skip
+    subprocess.run([sys.executable, "-c", "from workbench.cli.main import main; main()", "worker", "stop"],
+                   env=env, check=False, capture_output=True)  # fmt: skip
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
