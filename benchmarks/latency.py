@@ -212,28 +212,41 @@ def main() -> None:
         "task": TASK,
         "reference": str(REFERENCE.relative_to(ROOT)),
     }
-    own = [one_shot(env, service=False) for _ in range(args.rounds + 1)][1:]  # the first also builds
-    one_shot(env, service=True)  # starts the service and warms it
-    warm = [one_shot(env, service=True) for _ in range(args.rounds)]
-    own_b2b = asyncio.run(back_to_back(args.rounds, False, cache))
-    warm_b2b = asyncio.run(back_to_back(args.rounds, True, cache))
-    author = asyncio.run(author_saves(args.rounds, scratch))
-    swept = asyncio.run(sweep(args.sweep, cache))
-    report["figures"] = [
-        summary("one-shot eval beyond build, own worker", own, "beyond_build_s"),
-        summary("one-shot eval beyond build, warm service", warm, "beyond_build_s"),
-        summary("back to back beyond build, own worker", own_b2b, "beyond_build_s"),
-        summary("back to back beyond build, warm service", warm_b2b, "beyond_build_s"),
-        summary("author save-to-verdict (cold build), service", author, "wall_s"),
-        summary("author save-to-verdict beyond build, service", author, "beyond_build_s"),
-    ]
-    line = {k: swept[k] for k in ("evaluations", "wall_s", "per_gpu_hour", "floor_per_gpu_hour")}
-    print(json.dumps({"figure": "sweep, cold builds, service", **line}), flush=True)
-    report["runs"] = {"one_shot_own": own, "one_shot_service": warm, "back_to_back_own": own_b2b,
-                      "back_to_back_service": warm_b2b, "author": author, "sweep": swept}  # fmt: skip
-    subprocess.run([sys.executable, "-c", "from workbench.cli.main import main; main()", "worker", "stop"],
-                   env=env, check=False, capture_output=True)  # fmt: skip
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    report["figures"], report["runs"] = [], {}
+
+    def record(name: str, rows: list[dict[str, Any]], *figures: tuple[str, str]) -> None:
+        """Keep a part's rows and figures, written at once: a later part that fails loses nothing."""
+        report["runs"][name] = rows
+        report["figures"] += [summary(label, rows, key) for label, key in figures]
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+    try:
+        own = [one_shot(env, service=False) for _ in range(args.rounds + 1)][1:]  # the first also builds
+        record("one_shot_own", own, ("one-shot eval beyond build, own worker", "beyond_build_s"))
+        one_shot(env, service=True)  # starts the service and warms it
+        warm = [one_shot(env, service=True) for _ in range(args.rounds)]
+        record("one_shot_service", warm, ("one-shot eval beyond build, warm service", "beyond_build_s"))
+        own_b2b = asyncio.run(back_to_back(args.rounds, False, cache))
+        record("back_to_back_own", own_b2b, ("back to back beyond build, own worker", "beyond_build_s"))
+        warm_b2b = asyncio.run(back_to_back(args.rounds, True, cache))
+        record(
+            "back_to_back_service", warm_b2b, ("back to back beyond build, warm service", "beyond_build_s")
+        )
+        swept = asyncio.run(sweep(args.sweep, cache))
+        line = {k: swept[k] for k in ("evaluations", "wall_s", "per_gpu_hour", "floor_per_gpu_hour")}
+        print(json.dumps({"figure": "sweep, cold builds, service", **line}), flush=True)
+        report["sweep"] = line
+        record("sweep", swept["rows"])
+        author = asyncio.run(author_saves(args.rounds, scratch))
+        record(
+            "author",
+            author,
+            ("author save-to-verdict (cold build), service", "wall_s"),
+            ("author save-to-verdict beyond build, service", "beyond_build_s"),
+        )
+    finally:
+        subprocess.run([sys.executable, "-c", "from workbench.cli.main import main; main()", "worker", "stop"],
+                       env=env, check=False, capture_output=True)  # fmt: skip
 
 
 if __name__ == "__main__":
