@@ -314,6 +314,30 @@ def test_feedback_text_renders_every_tier() -> None:
     assert "cupti timestamps, 10 warm-up + 50 timed iterations, L2 flushed (256 MB)" in text
 
 
+def test_the_verdict_says_where_its_time_went_outside_the_stages() -> None:
+    from rich.console import Console
+
+    from workbench.evaluate.render import time_line
+
+    # The shape of a warm service evaluation of the headline GEMM on the H200 (2026-12-03 latency run).
+    result = full_result()
+    result.stages.build.duration_s, result.stages.static.duration_s = 0.02, 0.005
+    result.stages.correctness.duration_s, result.stages.timing.duration_s = 0.34, 0.81
+    result.stages.dynamic.duration_s = 1.65
+    result.phases_s = {"spawn": 0.0005, "runner_ready": 1.2691, "load": 0.0809, "queue": 0.0, "begin": 1.3544,
+                       "names": 0.0021, "end": 0.1315}  # fmt: skip
+    result.duration_s = 4.38
+    line = time_line(result)
+    assert line == (
+        "time 4.38 s: build and static 0.03 s, GPU tiers 2.80 s (correctness 0.34, timing 0.81, dynamic 1.65); "
+        "outside the stages: runner ready 1.27 s, loading the candidate 0.08 s, ending 0.13 s"
+    )
+    console = Console(width=240, record=True)
+    console.print(rich_verdict(result))
+    assert line in console.export_text()
+    assert time_line(blank_result()) is None  # no evaluation ran: nothing to account for
+
+
 def test_rich_verdict_renders_every_tier_and_keeps_brackets() -> None:
     from rich.console import Console
 

@@ -64,6 +64,20 @@ async def evaluate(client: ServiceClient, library: str) -> dict:
     return await client.evaluate_library(library, cpu_spec(), stages=STAGES, **FAST)
 
 
+def started_service() -> int:
+    """A service started (or found) as a command would, left running: its pid."""
+
+    async def go() -> int:
+        client = ServiceClient()
+        try:
+            await client.start()
+            return (await client.status())["pid"]
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
 def test_two_commands_share_one_warm_worker_and_each_verdict_says_its_wait(fresh_services, library) -> None:
     async def go() -> tuple[dict, dict, dict, dict]:
         first, second = ServiceClient(), ServiceClient()
@@ -192,15 +206,7 @@ def test_the_service_keeps_no_secret_of_the_command_that_started_it(fresh_servic
     monkeypatch.setenv("VENDOR_API_KEY", "sk-test-not-a-real-key-1234")
     monkeypatch.setenv("PTXWB_CACHE_NOTE", "kept")
 
-    async def go() -> int:
-        client = ServiceClient()
-        try:
-            await client.start()
-            return (await client.status())["pid"]
-        finally:
-            await client.close()
-
-    pid = asyncio.run(go())
+    pid = started_service()
     environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     assert b"PTXWB_CACHE_NOTE=kept" in environment
     assert not any(entry.startswith(b"VENDOR_API_KEY=") for entry in environment)
@@ -209,20 +215,12 @@ def test_the_service_keeps_no_secret_of_the_command_that_started_it(fresh_servic
 
 
 def test_a_command_run_from_other_code_replaces_the_service(fresh_services) -> None:
-    async def pid_of() -> int:
-        client = ServiceClient()
-        try:
-            await client.start()
-            return (await client.status())["pid"]
-        finally:
-            await client.close()
-
-    first = asyncio.run(pid_of())
+    first = started_service()
     edited = Path(sys.modules["workbench.evaluate.service_paths"].__file__ or "")
     stamp = edited.stat()
     try:
         os.utime(edited, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000_000))  # as an edit would
-        second = asyncio.run(pid_of())
+        second = started_service()
     finally:
         os.utime(edited, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
     assert second != first
@@ -232,15 +230,7 @@ def test_a_command_run_from_other_code_replaces_the_service(fresh_services) -> N
 def test_an_idle_service_ends_by_itself_and_takes_its_socket(fresh_services, monkeypatch) -> None:
     monkeypatch.setenv("PTXWB_WORKER_IDLE_S", "0.5")
 
-    async def go() -> int:
-        client = ServiceClient()
-        try:
-            await client.start()
-            return (await client.status())["pid"]
-        finally:
-            await client.close()
-
-    pid = asyncio.run(go())
+    pid = started_service()
     path = socket_path(service_folder(), ServiceClient().label)
     deadline = time.monotonic() + 120  # a liveness bound, not a speed claim
     while path.exists() and time.monotonic() < deadline:
@@ -259,12 +249,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"
     os.getuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK), reason="needs root to act as a second user"
 )
 def test_another_user_can_neither_reach_the_socket_nor_be_served_through_it(fresh_services) -> None:
-    async def start() -> None:
-        client = ServiceClient()
-        await client.start()
-        await client.close()
-
-    asyncio.run(start())
+    started_service()
     folder = service_folder()
     path = socket_path(folder, ServiceClient().label)
     probe = (
@@ -353,12 +338,7 @@ def test_one_service_per_gpu_set(monkeypatch) -> None:
 
 
 def test_the_socket_is_made_private_from_its_first_moment(fresh_services) -> None:
-    async def start() -> None:
-        client = ServiceClient()
-        await client.start()
-        await client.close()
-
-    asyncio.run(start())
+    started_service()
     folder = service_folder()
     path = socket_path(folder, ServiceClient().label)
     assert folder.stat().st_mode & 0o777 == 0o700

@@ -54,6 +54,43 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.4g} ms"
 
 
+# Phases outside the stages, as a verdict names them; `begin` is left out: it is the sum of the
+# worker's own phases (spawn … load) and the queue, each listed.
+_PHASES = {
+    "queue": "waiting for the worker",
+    "spawn": "starting the runner",
+    "runner_ready": "runner ready",
+    "judge_setup": "judge set-up",
+    "baseline": "baseline",
+    "load": "loading the candidate",
+    "names": "naming kernels",
+    "end": "ending",
+}
+
+
+def time_line(result: EvalResult) -> str | None:
+    """Where the evaluation's wall time went: the build, the GPU tiers, and each phase outside the stages
+    that took a hundredth of a second or more (the rest of a warm evaluation's time)."""
+    if result.duration_s is None:
+        return None
+    seconds = {name: stage.duration_s or 0.0 for name, stage in result.stages_that_ran()}
+    tiers = [
+        f"{name} {seconds[name]:.2f}" for name in ("correctness", "timing", "dynamic") if name in seconds
+    ]
+    build = seconds.get("build", 0.0) + seconds.get("static", 0.0)
+    line = f"time {result.duration_s:.2f} s: build and static {build:.2f} s"
+    if tiers:
+        line += f", GPU tiers {sum(seconds.get(n, 0.0) for n in ('correctness', 'timing', 'dynamic')):.2f} s ({', '.join(tiers)})"
+    outside = [
+        f"{label} {result.phases_s[name]:.2f} s"
+        for name, label in _PHASES.items()
+        if result.phases_s.get(name, 0.0) >= 0.01
+    ]
+    if outside:
+        line += "; outside the stages: " + ", ".join(outside)
+    return line
+
+
 # ---------------------------------------------------------------- per-stage detail lines (shared)
 
 
@@ -288,4 +325,5 @@ def rich_verdict(result: EvalResult) -> RenderableType:
     style = "bold yellow" if partial else _STYLE.get(result.status, "bold red")
     verdict = Text(f"verdict: {_status_word(result.status)}", style=style)
     verdict.append(f" — {result.message}" if result.message else "", style="default")
-    return Group(table, verdict)
+    spent = time_line(result)
+    return Group(table, verdict, Text(spent, style="dim")) if spent else Group(table, verdict)

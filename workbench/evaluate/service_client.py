@@ -30,7 +30,7 @@ from workbench.evaluate.service_paths import (
     socket_path,
 )
 from workbench.evaluate.service_protocol import Forward, ServiceCommand, decode_reply, encode_command
-from workbench.evaluate.worker_client import LINE_LIMIT, WorkerConnection, WorkerError
+from workbench.evaluate.worker_client import LINE_LIMIT, WorkerConnection, WorkerError, final_reply
 from workbench.secrets import is_secret_name
 
 IDLE_ENV = "PTXWB_WORKER_IDLE_S"
@@ -170,17 +170,11 @@ class ServiceClient(WorkerConnection):
             except ProtocolError as exc:
                 raise WorkerError(f"the request is not the worker's protocol: {exc}") from None
             while True:
-                reply = await self._exchange(line, timeout_s)
+                answer = await self._exchange(line, timeout_s)
                 line = None  # sent once; what follows are its progress events and its reply
-                if reply.get("id") != request_id:
-                    continue
-                if reply.get("type") == "progress":
-                    if on_progress is not None:
-                        on_progress(reply)
-                    continue
-                if reply.get("type") == "error":
-                    raise WorkerError(reply.get("message", "worker error"))
-                return reply
+                reply = final_reply(answer, request_id, on_progress)
+                if reply is not None:
+                    return reply
 
     async def _exchange(self, line: str | None, timeout_s: float) -> dict[str, Any]:
         """Send `line` (when given) and read the next reply."""

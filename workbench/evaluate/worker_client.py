@@ -33,6 +33,20 @@ class WorkerError(RuntimeError):
     """The worker is gone or answered outside the protocol."""
 
 
+def final_reply(reply: object, request_id: int, on_progress: Callable[[dict], None] | None) -> dict | None:
+    """The request's final reply, or None to read on (another request's line, or a progress event,
+    handed to `on_progress`); an error reply raises WorkerError with its message."""
+    if not isinstance(reply, dict) or reply.get("id") != request_id:
+        return None
+    if reply.get("type") == "progress":
+        if on_progress is not None:
+            on_progress(reply)
+        return None
+    if reply.get("type") == "error":
+        raise WorkerError(reply.get("message", "worker error"))
+    return reply
+
+
 class WorkerConnection(ABC):
     """A way to one worker: `start` (its hello), one request at a time, `close`."""
 
@@ -141,15 +155,9 @@ class WorkerClient(WorkerConnection):
                     line = await asyncio.wait_for(process.stdout.readline(), timeout=timeout_s)
                     if not line:
                         raise WorkerError(await self._why_gone())
-                    reply = json.loads(line)
-                    if not isinstance(reply, dict) or reply.get("id") != request_id:
+                    reply = final_reply(json.loads(line), request_id, on_progress)
+                    if reply is None:
                         continue
-                    if reply.get("type") == "progress":
-                        if on_progress is not None:
-                            on_progress(reply)
-                        continue
-                    if reply.get("type") == "error":
-                        raise WorkerError(reply.get("message", "worker error"))
                     try:
                         decode_host(reply)
                     except ProtocolError as exc:

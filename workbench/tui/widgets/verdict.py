@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from workbench.evaluate.render import launch_line
+from workbench.evaluate.render import launch_line, time_line
 from workbench.evaluate.request import Progress
 from workbench.evaluate.result import EvalResult, OutputCheck, Status
 from workbench.tui.artifacts import first_error_line
@@ -223,6 +223,9 @@ def render_verdict(result: EvalResult | None, progress: list[Progress] | None = 
         parts.append(Text(""))
         for warning in warnings[:4]:
             parts.append(Text(f"⚠ {warning.kind}: {warning.text}", style="yellow"))
+    spent = time_line(result)
+    if spent:
+        parts += [Text(""), Text(spent, style="dim")]
     return Group(*parts)
 
 
