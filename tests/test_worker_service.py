@@ -26,8 +26,9 @@ from cpu_pipeline import build_cpu, cpu_spec
 
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.local_executor import LocalExecutor
+from workbench.evaluate import service_client
 from workbench.evaluate.service_client import ServiceClient
-from workbench.evaluate.service_paths import ServiceFolderError, service_folder, socket_path
+from workbench.evaluate.service_paths import ServiceFolderError, code_identity, service_folder, socket_path
 from workbench.evaluate.service_protocol import decode_reply
 from workbench.evaluate.worker_client import WorkerClient, WorkerError
 
@@ -214,17 +215,25 @@ def test_the_service_keeps_no_secret_of_the_command_that_started_it(fresh_servic
         assert b"sk-test-not-a-real-key" not in Path(f"/proc/{child}/environ").read_bytes()
 
 
-def test_a_command_run_from_other_code_replaces_the_service(fresh_services) -> None:
+def test_a_command_run_from_other_code_replaces_the_service(fresh_services, monkeypatch) -> None:
     first = started_service()
-    edited = Path(sys.modules["workbench.evaluate.service_paths"].__file__ or "")
-    stamp = edited.stat()
-    try:
-        os.utime(edited, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000_000))  # as an edit would
-        second = started_service()
-    finally:
-        os.utime(edited, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    # This command runs other code than the service (another install, an edit since it started).
+    monkeypatch.setattr(service_client, "code_identity", lambda: "another build of the workbench")
+    second = started_service()
     assert second != first
     assert not Path(f"/proc/{first}").exists() or b"Z" in Path(f"/proc/{first}/stat").read_bytes().split(b") ")[1][:1]
+
+
+def test_the_code_identity_changes_with_an_edit_or_another_file(tmp_path) -> None:
+    (tmp_path / "gpu").mkdir()
+    (tmp_path / "gpu" / "worker.py").write_text("x = 1\n")
+    before = code_identity(tmp_path)
+    assert code_identity(tmp_path) == before
+    stamp = (tmp_path / "gpu" / "worker.py").stat()
+    os.utime(tmp_path / "gpu" / "worker.py", ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000_000))
+    edited = code_identity(tmp_path)
+    (tmp_path / "added.py").write_text("")
+    assert len({before, edited, code_identity(tmp_path)}) == 3
 
 
 def test_an_idle_service_ends_by_itself_and_takes_its_socket(fresh_services, monkeypatch) -> None:

@@ -80,11 +80,12 @@ def checked_socket(path: Path) -> bool:
     return True
 
 
-def code_identity() -> str:
+def code_identity(root: Path | None = None) -> str:
     """Which workbench a service runs: its interpreter, version and the evaluation code's files (name, size,
-    time). A command run from another install or after an edit gets a service of its own code."""
+    time) under `root` (the installed evaluate/). A command run from another install or after an edit gets
+    a service of its own code."""
     digest = hashlib.sha256(f"{sys.executable}\0{workbench.__version__}".encode())
-    root = Path(workbench.__file__).parent / "evaluate"
+    root = root or Path(workbench.__file__).parent / "evaluate"
     for path in sorted(root.rglob("*.py")):
         info = path.stat()
         digest.update(f"{path.relative_to(root)}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
