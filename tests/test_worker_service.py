@@ -9,6 +9,7 @@ of the command's environment in the service's, and `ptxwb worker` to see and sto
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -136,6 +137,32 @@ def test_a_second_candidate_waits_for_the_first_ones_end_in_arrival_order(fresh_
     assert order == ["holder's stage", "holder ended", "waiter's result"]
     assert result["stages"]["correctness"]["status"] == "passed"
     assert result["phases_s"]["queue"] > 0
+
+
+def test_a_command_that_leaves_while_it_waits_gets_nothing_judged(fresh_services, library) -> None:
+    async def go() -> dict:
+        holder, watcher = ServiceClient(), ServiceClient()
+        try:
+            await holder.start()
+            await holder.request({"op": "begin", "library": library, "spec": cpu_spec(), **FAST}, 120)
+            reader, writer = await asyncio.open_unix_connection(str(socket_path(service_folder(), holder.label)))
+            request = {"op": "evaluate", "id": 1, "library": library, "spec": cpu_spec(), "stages": list(STAGES), **FAST}
+            writer.write((json.dumps({"forward": request, "timeout_s": 120}) + "\n").encode())
+            await writer.drain()
+            await watcher.start()
+            while (await watcher.status())["queue"] == 0:
+                await asyncio.sleep(0.05)
+            writer.close()  # gone before its turn, as a Ctrl-C'd command is
+            await holder.request({"op": "end"}, 120)
+            while (await watcher.status())["busy"]:
+                await asyncio.sleep(0.05)
+            return await watcher.status()
+        finally:
+            await holder.close()
+            await watcher.close()
+
+    status = asyncio.run(go())
+    assert status["evaluations"] == 1 and status["queue"] == 0
 
 
 def test_a_command_gone_mid_candidate_costs_only_that_candidate(fresh_services, library) -> None:
@@ -320,8 +347,6 @@ def test_ptxwb_worker_start_status_and_stop(fresh_services) -> None:
     started = ptxwb("start", "--idle", "600")
     assert started.returncode == 0 and "idle limit 600 s" in started.stdout, started.stderr
     listed = ptxwb("status", "--json")
-    import json
-
     services = json.loads(listed.stdout)["services"]
     assert len(services) == 1 and services[0]["idle_limit_s"] == 600 and services[0]["evaluations"] == 0
     stopped = ptxwb("stop")

@@ -61,6 +61,7 @@ def peer_uid(connection: socket.socket) -> int:
 class Client:
     """One command's connection."""
 
+    reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     leased: bool = False  # holds the worker: between its begin and its end
 
@@ -113,7 +114,7 @@ class Service:
         if connection is None or peer_uid(connection) != os.getuid():
             writer.close()  # another user's process: not a byte read, not a byte answered
             return
-        client = Client(writer)
+        client = Client(reader, writer)
         self.connections += 1
         self.last_active = time.monotonic()
         try:
@@ -177,6 +178,10 @@ class Service:
         waited = 0.0
         if op in ("begin", "evaluate") and not client.leased:
             waited = await self._take(client)
+            if client.reader.at_eof():  # the command left while it waited (Ctrl-C): judge nothing for it
+                self._give_back(client)
+                return False
+            self.evaluations += 1
         await self._relay(client, request, command["timeout_s"], waited)
         if op in ("evaluate", "end") or not self.worker.running:
             self._give_back(client)
@@ -191,7 +196,6 @@ class Service:
         finally:
             self.queue -= 1
         client.leased = True
-        self.evaluations += 1
         return round(time.perf_counter() - queued, 4)
 
     def _give_back(self, client: Client) -> None:
