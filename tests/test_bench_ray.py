@@ -133,7 +133,10 @@ async def test_a_ray_sweep_has_the_metrics_of_the_same_sweep_without_ray(
     pool = pools.made
     assert pool is not None and len(pool.actors) == 2 and pool.slots == 2
     assert sum(slot.evaluations for slot in pool.actors) == 4
-    assert all(slot.ready and slot.ready.pid != os.getpid() and not slot.ready.gpus for slot in pool.actors)
+    # An actor takes candidates only once it has answered; on a loaded machine the second may answer after
+    # the first has judged all four, so the claim is about the actors that judged.
+    judged = [slot for slot in pool.actors if slot.evaluations]
+    assert judged and all(slot.ready and slot.ready.pid != os.getpid() and not slot.ready.gpus for slot in judged)
     start = read_session(next((there.root / "sessions").glob("*.jsonl"))).events[0]
     assert isinstance(start, SessionStart) and start.settings["executor"] == "ray:static"
 

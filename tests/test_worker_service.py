@@ -349,6 +349,13 @@ def test_ptxwb_worker_start_status_and_stop(fresh_services) -> None:
     listed = ptxwb("status", "--json")
     services = json.loads(listed.stdout)["services"]
     assert len(services) == 1 and services[0]["idle_limit_s"] == 600 and services[0]["evaluations"] == 0
+    doctor = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", "from workbench.cli.main import main; main()", "doctor", "--json"],
+            capture_output=True, text=True, timeout=300, check=True,
+        ).stdout
+    )  # fmt: skip
+    assert [s["pid"] for s in doctor["worker_services"]["running"]] == [services[0]["pid"]]
     stopped = ptxwb("stop")
     assert stopped.returncode == 0 and "stopped 1 worker service" in stopped.stdout
     assert "no worker service is running" in ptxwb("status").stdout

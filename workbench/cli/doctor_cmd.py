@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import json
 import os
@@ -81,8 +82,20 @@ def report() -> dict[str, Any]:
         "gpu": gpu,
         "packages": packages,
         "api_keys_set": keys,
+        "worker_services": _worker_services(),
         "missing": {name: COSTS[name] for name in absent},
     }
+
+
+def _worker_services() -> dict[str, Any]:
+    """This user's running worker services, or why their folder cannot be used."""
+    from workbench.evaluate.service_client import running_statuses
+    from workbench.evaluate.service_paths import ServiceFolderError
+
+    try:
+        return {"running": asyncio.run(running_statuses())}
+    except ServiceFolderError as exc:
+        return {"running": [], "problem": str(exc)}
 
 
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
@@ -115,4 +128,18 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
             else f"[yellow]not installed[/yellow], without it: {COSTS[name]}",
         )
     table.add_row("API keys set", ", ".join(data["api_keys_set"]) or "none")
+    services = data["worker_services"]
+    if services.get("problem"):
+        table.add_row("worker service", f"[red]{services['problem']}[/red]")
+    elif services["running"]:
+        table.add_row(
+            "worker service",
+            "; ".join(
+                f"[green]{s['label']}[/green] ({', '.join(s['gpus']) or 'no GPU'}, {s['evaluations']} evaluations, "
+                f"{'judging' if s['busy'] else 'idle'})"
+                for s in services["running"]
+            ),
+        )
+    else:
+        table.add_row("worker service", "none running (the next local evaluation starts one)")
     console().print(table)

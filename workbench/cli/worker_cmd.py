@@ -17,30 +17,17 @@ app = typer.Typer(
 )
 
 
-async def _statuses() -> list[dict[str, Any]]:
-    from workbench.evaluate.service_client import ServiceClient, running_labels
-
-    found = []
-    for label in running_labels():
-        client = ServiceClient.for_label(label)
-        try:
-            if await client.connect_existing():
-                found.append(await client.status())
-        finally:
-            await client.close()
-    return found
-
-
 @app.command()
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
 ) -> None:
     """Each running service: its GPUs, uptime, evaluations, queue, and whether a candidate is on it now."""
+    from workbench.evaluate.service_client import running_statuses
     from workbench.evaluate.service_paths import ServiceFolderError, service_folder
 
     try:
         folder = service_folder()
-        found = asyncio.run(_statuses())
+        found = asyncio.run(running_statuses())
     except ServiceFolderError as exc:
         raise UserError(str(exc)) from None
     if as_json:

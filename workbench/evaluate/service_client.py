@@ -250,6 +250,21 @@ def running_labels() -> list[str]:
     )
 
 
+async def running_statuses() -> list[dict[str, Any]]:
+    """`service_status` of each of this user's running services (none is started)."""
+    found = []
+    for label in running_labels():
+        client = ServiceClient.for_label(label)
+        try:
+            if await client.connect_existing():
+                found.append(await client.status())
+        except WorkerError:
+            pass  # it stopped while we asked
+        finally:
+            await client.close()
+    return found
+
+
 class _StartLock:
     """The folder's start lock, held while a command looks for a service and starts one (taken in a
     thread: another command may hold it for a service's whole start)."""
