@@ -100,3 +100,31 @@ def test_a_gpu_child_that_cannot_start_is_a_verdict_not_a_dead_worker(
     assert worker.send({"op": "end", "id": 7})["type"] == "ended"
     assert worker.send({"op": "hello", "id": 8})["type"] == "hello"
     assert worker.close() == 0
+
+
+def test_a_chatty_worker_costs_only_the_end_of_its_stderr_and_its_exit_names_its_last_words() -> None:
+    import asyncio
+
+    from workbench.evaluate.worker_client import STDERR_KEPT, WorkerClient, WorkerError
+
+    async def go() -> tuple[int, str, str]:
+        # PYTHONVERBOSE=2: the real worker writes ~180 KB of import traces to stderr before its hello.
+        client = WorkerClient(worker_argv(), {**os.environ, "PYTHONVERBOSE": "2"})
+        try:
+            await client.start()
+            kept = len(client._stderr)
+            assert client._process is not None and client._process.stdin is not None
+            client._process.stdin.close()  # the worker's stdin ends: it exits, writing its clean-up traces
+            try:
+                await client.request({"op": "hello"}, timeout_s=60)
+                reason = "answered"
+            except WorkerError as exc:
+                reason = str(exc)
+            last = [line for line in client._stderr.decode(errors="replace").splitlines() if line.strip()][-1]
+            return kept, reason, last
+        finally:
+            await client.close()
+
+    kept, reason, last = asyncio.run(go())
+    assert kept == STDERR_KEPT  # more was written; only the end is kept
+    assert reason.startswith("the worker exited (status 0): ") and reason.endswith(last[:300])

@@ -34,7 +34,10 @@ from workbench.evaluate.service_protocol import decode_reply
 from workbench.evaluate.worker_client import WorkerClient, WorkerError
 
 FAST = {"pace": {"warmup_s": 0.0, "timed_s": 0.0}, "warmup": 2, "iterations": 6}
-STAGES = ("correctness", "timing")
+# Correctness only: a CPU candidate's timing verdict reads the host clock against the baseline's, which on
+# a busy machine is the scheduler's noise (test_judging_pipeline.py sets that check aside in-process; the
+# service's worker is another process). What is judged here is the service, not the tiers.
+STAGES = ("correctness",)
 
 
 @pytest.fixture
@@ -96,7 +99,7 @@ def test_two_commands_share_one_warm_worker_and_each_verdict_says_its_wait(fresh
     one, two, before, after = asyncio.run(go())
     for result in (one, two):
         assert result["stages"]["correctness"]["status"] == "passed", result["stages"]["correctness"]
-        assert result["stages"]["timing"]["status"] == "passed", result["stages"]["timing"]
+        assert list(result["stages"]) == ["correctness"]
         assert "queue" in result["phases_s"] and result["phases_s"]["queue"] >= 0
     assert after["pid"] == before["pid"] and after["worker_restarts"] == 0
     assert (before["evaluations"], after["evaluations"]) == (1, 2)

@@ -27,6 +27,7 @@ from workbench.evaluate.gpu.protocol import (
 
 # A reply line can carry a whole EvalResult stage; asyncio's default 64 KiB line limit is too small.
 LINE_LIMIT = 64 * 1024 * 1024
+STDERR_KEPT = 64 * 1024  # the end of the worker's stderr, to say why it exited
 
 
 class WorkerError(RuntimeError):
@@ -111,6 +112,8 @@ class WorkerClient(WorkerConnection):
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
         self.hello = None
+        self._stderr = bytearray()
+        self._drain: asyncio.Task[None] | None = None
 
     @property
     def running(self) -> bool:
@@ -128,8 +131,20 @@ class WorkerClient(WorkerConnection):
             env=self.env,
             limit=LINE_LIMIT,
         )
+        self._stderr.clear()
+        self._drain = asyncio.create_task(self._keep_stderr(self._process))
         self.hello = await self.request({"op": "hello"}, timeout_s=120)
         return self.hello
+
+    async def _keep_stderr(self, process: asyncio.subprocess.Process) -> None:
+        """Read the worker's stderr as it comes, keeping its end: a worker that lives for hours (a
+        sweep's, the service's) must neither grow the stream's buffer (up to twice LINE_LIMIT) nor
+        block once it is full."""
+        if process.stderr is None:
+            return
+        while chunk := await process.stderr.read(65536):
+            self._stderr += chunk
+            del self._stderr[:-STDERR_KEPT]
 
     async def request(
         self, message: dict, timeout_s: float, on_progress: Callable[[dict], None] | None = None
@@ -175,31 +190,29 @@ class WorkerClient(WorkerConnection):
         process = self._process
         if process is None:
             return "the worker is not started"
-        stderr = b""
-        if process.stderr is not None:
-            try:
-                stderr = await asyncio.wait_for(process.stderr.read(65536), timeout=5)
-            except TimeoutError:
-                pass
         try:
             await asyncio.wait_for(process.wait(), timeout=5)
+            if self._drain is not None:
+                await asyncio.wait_for(asyncio.shield(self._drain), timeout=5)
         except TimeoutError:
             pass
-        lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
+        lines = [line for line in self._stderr.decode(errors="replace").splitlines() if line.strip()]
         detail = f": {lines[-1][:300]}" if lines else ""
         return f"the worker exited (status {process.returncode}){detail}"
 
     async def close(self) -> None:
         process, self._process = self._process, None
+        drain, self._drain = self._drain, None
         self.hello = None
-        if process is None or process.returncode is not None:
-            return
-        try:
-            if process.stdin is not None:
-                process.stdin.write((encode_host({"op": "shutdown"}) + "\n").encode())
-                await process.stdin.drain()
-                process.stdin.close()
-            await asyncio.wait_for(process.wait(), timeout=30)
-        except (TimeoutError, BrokenPipeError, ConnectionResetError):
-            process.kill()
-            await process.wait()
+        if process is not None and process.returncode is None:
+            try:
+                if process.stdin is not None:
+                    process.stdin.write((encode_host({"op": "shutdown"}) + "\n").encode())
+                    await process.stdin.drain()
+                    process.stdin.close()
+                await asyncio.wait_for(process.wait(), timeout=30)
+            except (TimeoutError, BrokenPipeError, ConnectionResetError):
+                process.kill()
+                await process.wait()
+        if drain is not None:
+            drain.cancel()
