@@ -390,3 +390,18 @@ def test_the_socket_is_made_private_from_its_first_moment(fresh_services) -> Non
     probe = socket.socket(socket.AF_UNIX)
     probe.connect(str(path))
     probe.close()
+
+
+def test_a_bad_idle_setting_is_one_line_before_any_work(tmp_path) -> None:
+    kernel = Path(__file__).parent / "gpu" / "kernels" / "wgmma_gemm.cu"
+    done = subprocess.run(
+        [sys.executable, "-c", "from workbench.cli.main import main; main()", "eval", str(kernel),
+         "--task", "gemm_n7168_k5120", "--executor", "local"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PTXWB_WORKER_IDLE_S": "soon", "PTXWB_CACHE": str(tmp_path / "builds")},
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "ptxwb: PTXWB_WORKER_IDLE_S must be a number of seconds above zero, not 'soon'"
+    ]
+    assert not (tmp_path / "builds").exists()

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, cast
 
+from workbench.errors import UserError
 from workbench.evaluate.gpu.protocol import ProtocolError
 from workbench.evaluate.service_paths import (
     ServiceFolderError,
@@ -55,7 +56,7 @@ def idle_limit_s() -> float:
     except ValueError:
         seconds = -1.0
     if not seconds > 0:
-        raise ServiceFolderError(f"{IDLE_ENV} must be a number of seconds above zero, not {value!r}")
+        raise UserError(f"{IDLE_ENV} must be a number of seconds above zero, not {value!r}")
     return seconds
 
 
@@ -72,7 +73,7 @@ class ServiceClient(WorkerConnection):
     def __init__(self, gpu: str | None = None, idle_s: float | None = None) -> None:
         self.gpu = gpu
         self.label = gpu_label(gpu)
-        self.idle_s = idle_s
+        self.idle_s = idle_s if idle_s is not None else idle_limit_s()  # bad input is said before any work
         self.hello = None
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -134,7 +135,7 @@ class ServiceClient(WorkerConnection):
         return True
 
     def _spawn(self, folder: Path, path: Path) -> None:
-        idle = self.idle_s if self.idle_s is not None else idle_limit_s()
+        idle = self.idle_s
         log_path = folder / f"worker-{self.label}.log"
         if log_path.exists() and log_path.stat().st_size > LOG_LIMIT:
             log_path.unlink()  # a fresh log now and then: it only says why a service did not start
