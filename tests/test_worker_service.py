@@ -373,12 +373,17 @@ def test_local_evaluations_go_through_the_service_unless_told_not_to(monkeypatch
     assert isinstance(LocalExecutor(worker_service=True).client, ServiceClient)
 
 
-def test_one_service_per_gpu_set(monkeypatch) -> None:
+def test_one_service_per_gpu_and_an_unpinned_command_shares_gpu_0s(monkeypatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    labels = {ServiceClient().label, ServiceClient("0").label, ServiceClient("1").label}
+    unpinned, pinned = ServiceClient(), ServiceClient("0")
+    # The worker judges on device 0 either way: one queue, never two workers timing on one GPU.
+    assert (unpinned.label, unpinned.visible) == (pinned.label, pinned.visible) == ("0", "0")
+    labels = {ServiceClient("1").label}
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     labels |= {ServiceClient().label, ServiceClient("GPU-8f0e/../x").label}
-    assert labels == {"all", "0", "1", "2+3", "GPU-8f0e+x"}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    labels |= {ServiceClient().label}
+    assert labels == {"1", "2+3", "GPU-8f0e+x", "none"}
 
 
 def test_the_socket_is_made_private_from_its_first_moment(fresh_services) -> None:

@@ -27,6 +27,7 @@ from workbench.evaluate.service_paths import (
     checked_socket,
     code_identity,
     gpu_label,
+    served_gpus,
     service_folder,
     socket_path,
 )
@@ -60,19 +61,18 @@ def idle_limit_s() -> float:
     return seconds
 
 
-def service_environment(gpu: str | None) -> dict[str, str]:
+def service_environment(visible: str) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items() if not is_secret_name(name)}
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu
+    env["CUDA_VISIBLE_DEVICES"] = visible
     return env
 
 
 class ServiceClient(WorkerConnection):
-    """The worker behind this user's service for `gpu` (None: the GPUs this command sees)."""
+    """The worker behind this user's service for `gpu` (None: as `served_gpus` says)."""
 
     def __init__(self, gpu: str | None = None, idle_s: float | None = None) -> None:
-        self.gpu = gpu
-        self.label = gpu_label(gpu)
+        self.visible = served_gpus(gpu)
+        self.label = gpu_label(self.visible)
         self.idle_s = idle_s if idle_s is not None else idle_limit_s()  # bad input is said before any work
         self.hello = None
         self._reader: asyncio.StreamReader | None = None
@@ -144,7 +144,7 @@ class ServiceClient(WorkerConnection):
                 [sys.executable, "-m", "workbench.evaluate.worker_service", "--socket", str(path),
                  "--label", self.label, "--idle-s", f"{idle:g}"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                env=service_environment(self.gpu), cwd="/", check=False, timeout=START_WAIT_S,
+                env=service_environment(self.visible), cwd="/", check=False, timeout=START_WAIT_S,
             )  # fmt: skip
         if started.returncode != 0:
             raise WorkerError(

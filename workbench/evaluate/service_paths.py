@@ -55,13 +55,19 @@ def service_folder() -> Path:
     return folder
 
 
-def gpu_label(gpu: str | None) -> str:
-    """The service's name for the GPUs it serves: a pinned GPU, else what CUDA_VISIBLE_DEVICES shows, else
-    every GPU. Two calls that would see different GPUs never share a worker."""
-    shown = gpu if gpu is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
-    if shown is None:
-        return "all"
-    label = re.sub(r"[^A-Za-z0-9-]+", "+", shown.strip()).strip("+")
+def served_gpus(gpu: str | None) -> str:
+    """What the service's worker may see, as CUDA_VISIBLE_DEVICES: a pinned GPU, else what this command's
+    CUDA_VISIBLE_DEVICES shows, else GPU 0 — the device an unpinned worker judges on anyway, so a command
+    and a sweep's worker pinned to GPU 0 share one queue instead of timing on one GPU at once."""
+    if gpu is not None:
+        return gpu
+    shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return "0" if shown is None else shown
+
+
+def gpu_label(visible: str) -> str:
+    """The service's name for the GPUs it serves (CUDA_VISIBLE_DEVICES's value, made a file name)."""
+    label = re.sub(r"[^A-Za-z0-9-]+", "+", visible.strip()).strip("+")
     return label[:40] or "none"
 
 
