@@ -39,13 +39,6 @@ def private_worker_service_folder(tmp_path_factory: pytest.TempPathFactory):
 def stop_worker_services() -> None:
     import asyncio
 
-    from workbench.evaluate.service_client import ServiceClient, running_labels
+    from workbench.evaluate.service_client import stop_running
 
-    async def stop_all() -> None:
-        for label in running_labels():
-            client = ServiceClient.for_label(label)
-            if await client.connect_existing():
-                await client.stop_service()
-            await client.close()
-
-    asyncio.run(stop_all())
+    asyncio.run(stop_running())

@@ -410,3 +410,9 @@ def test_a_bad_idle_setting_is_one_line_before_any_work(tmp_path) -> None:
         "ptxwb: PTXWB_WORKER_IDLE_S must be a number of seconds above zero, not 'soon'"
     ]
     assert not (tmp_path / "builds").exists()
+    # The setting matters only to a service being started: stopping the running ones still works.
+    stopped = subprocess.run(
+        [sys.executable, "-c", "from workbench.cli.main import main; main()", "worker", "stop"],
+        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, "PTXWB_WORKER_IDLE_S": "soon"},
+    )  # fmt: skip
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stderr

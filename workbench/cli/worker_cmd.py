@@ -57,21 +57,11 @@ def status(
 @app.command()
 def stop() -> None:
     """Stop every running service of this user (a candidate being judged gets an infrastructure error)."""
-    from workbench.evaluate.service_client import ServiceClient, running_labels
+    from workbench.evaluate.service_client import stop_running
     from workbench.evaluate.service_paths import ServiceFolderError
 
-    async def stop_all() -> int:
-        stopped = 0
-        for label in running_labels():
-            client = ServiceClient.for_label(label)
-            if await client.connect_existing():
-                await client.stop_service()
-                stopped += 1
-            await client.close()
-        return stopped
-
     try:
-        stopped = asyncio.run(stop_all())
+        stopped = asyncio.run(stop_running())
     except ServiceFolderError as exc:
         raise UserError(str(exc)) from None
     console().print(f"stopped {stopped} worker service{'s' if stopped != 1 else ''}")
@@ -81,7 +71,11 @@ def stop() -> None:
 def start(
     gpu: Annotated[
         str | None,
-        typer.Option("--gpu", help="The one GPU (index or UUID) it serves; default: those visible."),
+        typer.Option(
+            "--gpu",
+            help="The one GPU (index or UUID) it serves; default: CUDA_VISIBLE_DEVICES, else GPU 0, as "
+            "an unpinned evaluation uses.",
+        ),
     ] = None,
     idle: Annotated[
         float | None,

@@ -74,13 +74,12 @@ def time_line(result: EvalResult) -> str | None:
     if result.duration_s is None:
         return None
     seconds = {name: stage.duration_s or 0.0 for name, stage in result.stages_that_ran()}
-    tiers = [
-        f"{name} {seconds[name]:.2f}" for name in ("correctness", "timing", "dynamic") if name in seconds
-    ]
+    tiers = {name: seconds[name] for name in ("correctness", "timing", "dynamic") if name in seconds}
     build = seconds.get("build", 0.0) + seconds.get("static", 0.0)
     line = f"time {result.duration_s:.2f} s: build and static {build:.2f} s"
     if tiers:
-        line += f", GPU tiers {sum(seconds.get(n, 0.0) for n in ('correctness', 'timing', 'dynamic')):.2f} s ({', '.join(tiers)})"
+        each = ", ".join(f"{name} {value:.2f}" for name, value in tiers.items())
+        line += f", GPU tiers {sum(tiers.values()):.2f} s ({each})"
     outside = [
         f"{label} {result.phases_s[name]:.2f} s"
         for name, label in _PHASES.items()

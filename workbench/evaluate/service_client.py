@@ -94,8 +94,9 @@ class ServiceClient(WorkerConnection):
 
     @classmethod
     def for_label(cls, label: str) -> ServiceClient:
-        """A client of the running service with this label (for `ptxwb worker`); it never starts one."""
-        client = cls()
+        """A client of the running service with this label (for `ptxwb worker`); it never starts one, so
+        no idle limit is read for it (a bad one must not keep `ptxwb worker stop` from working)."""
+        client = cls(idle_s=DEFAULT_IDLE_S)
         client.label = label
         return client
 
@@ -264,6 +265,18 @@ async def running_statuses() -> list[dict[str, Any]]:
         finally:
             await client.close()
     return found
+
+
+async def stop_running() -> int:
+    """Stop every running service of this user; how many there were."""
+    stopped = 0
+    for label in running_labels():
+        client = ServiceClient.for_label(label)
+        if await client.connect_existing():
+            await client.stop_service()
+            stopped += 1
+        await client.close()
+    return stopped
 
 
 class _StartLock:
