@@ -416,3 +416,16 @@ def test_a_bad_idle_setting_is_one_line_before_any_work(tmp_path) -> None:
         capture_output=True, text=True, timeout=120, check=False, env={**os.environ, "PTXWB_WORKER_IDLE_S": "soon"},
     )  # fmt: skip
     assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stderr
+
+
+def test_a_dead_services_socket_is_cleared_only_by_a_command_that_starts_one(fresh_services) -> None:
+    from workbench.evaluate.service_client import running_statuses
+
+    path = socket_path(service_folder(), ServiceClient().label)
+    left = socket.socket(socket.AF_UNIX)
+    left.bind(str(path))  # bound, never listening: what a service killed with -9 leaves
+    left.close()
+    # Looking (status, doctor) never removes it: a command holding the start lock may be starting a service.
+    assert asyncio.run(running_statuses()) == [] and path.exists()
+    pid = started_service()
+    assert Path(f"/proc/{pid}").exists() and path.exists()

@@ -102,7 +102,7 @@ class ServiceClient(WorkerConnection):
 
     async def connect_existing(self) -> bool:
         """Connected to the running service with this label, if one is there; none is started."""
-        return await self._try_connect(socket_path(service_folder(), self.label))
+        return await self._try_connect(socket_path(service_folder(), self.label), clear_stale=False)
 
     async def _connect_current(self, folder: Path, path: Path) -> dict:
         """Connected to a service running this code: the one there, or one started now."""
@@ -124,26 +124,28 @@ class ServiceClient(WorkerConnection):
                 await asyncio.sleep(0.05)
         return await self._hello()
 
-    async def _try_connect(self, path: Path) -> bool:
+    async def _try_connect(self, path: Path, clear_stale: bool = True) -> bool:
+        """Connected to the socket at `path`. A socket no service listens on (one that died left it) is
+        removed only by a caller holding the start lock (`clear_stale`): another may be starting one."""
         if not checked_socket(path):
             return False
         try:
             self._reader, self._writer = await asyncio.open_unix_connection(str(path), limit=LINE_LIMIT)
         except (ConnectionRefusedError, FileNotFoundError):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()  # a service that died left its socket: we hold the start lock
+            if clear_stale:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
             return False
         return True
 
     def _spawn(self, folder: Path, path: Path) -> None:
-        idle = self.idle_s
         log_path = folder / f"worker-{self.label}.log"
         if log_path.exists() and log_path.stat().st_size > LOG_LIMIT:
             log_path.unlink()  # a fresh log now and then: it only says why a service did not start
         with open(log_path, "ab") as log:
             started = subprocess.run(
                 [sys.executable, "-m", "workbench.evaluate.worker_service", "--socket", str(path),
-                 "--label", self.label, "--idle-s", f"{idle:g}"],
+                 "--label", self.label, "--idle-s", f"{self.idle_s:g}"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                 env=service_environment(self.visible), cwd="/", check=False, timeout=START_WAIT_S,
             )  # fmt: skip

@@ -249,8 +249,8 @@ class Service:
 
 
 async def run_service(socket_file: Path, label: str, idle_limit_s: float) -> None:
-    env = dict(os.environ)
-    service = Service(label, idle_limit_s, WorkerClient(worker_argv(), env))
+    # The worker inherits the service's environment: the starting command's, less its secrets.
+    service = Service(label, idle_limit_s, WorkerClient(worker_argv()))
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, service.stopping.set)
