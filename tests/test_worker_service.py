@@ -386,7 +386,7 @@ def test_one_service_per_gpu_and_an_unpinned_command_shares_gpu_0s(monkeypatch) 
     assert labels == {"1", "2+3", "GPU-8f0e+x", "none"}
 
 
-def test_the_socket_is_made_private_from_its_first_moment(fresh_services) -> None:
+def test_the_socket_is_0600_in_a_0700_folder(fresh_services) -> None:
     started_service()
     folder = service_folder()
     path = socket_path(folder, ServiceClient().label)
