@@ -36,6 +36,9 @@ def run_dynamic(session: Session) -> StageRecord:
             "message": f"the profiled call did not finish within {limit_s:g} s",
         }
     waited_s = time.perf_counter() - started
+    # Nothing of this candidate runs on the GPU any more: the held spares make their contexts while the
+    # report is read (a context made during the replay slowed ncu by as much as it saved, on the H200).
+    session.worker.release_spares()
     report = profiler.report()
     launches = profile.parse_raw_csv(report)
     if profiler.returncode != 0 or (not launches and "==ERROR==" in report):

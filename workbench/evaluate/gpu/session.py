@@ -63,6 +63,8 @@ class WorkerServices(Protocol):
 
     def warm_spare(self, device: str, held: bool = False) -> None: ...
 
+    def release_spares(self) -> None: ...
+
 
 # The profiled call is call 2 to PROFILED_POSITIONS + 1 of its process, drawn from the secret: the runner's
 # timed calls are its calls 15 to 65 or so, so a kernel that keys on its call count cannot run the target's

@@ -15,6 +15,10 @@ from workbench.evaluate.gpu.timing_stage import run_timing
 
 def run_stage(session: Session, name: str, request: StageRequest | EvaluateRequest) -> StageRecord:
     started = time.perf_counter()
+    if session.failed is None:
+        # The next candidate's processes start with this one's first stage and import (CPU only, about
+        # 5 s on the H200) while it is judged; they touch the GPU only once its profiled call is done.
+        session.worker.warm_spare(session.device, held=True)
     result: StageRecord
     if session.failed is not None:
         result = dict(session.failed)
@@ -23,10 +27,6 @@ def run_stage(session: Session, name: str, request: StageRequest | EvaluateReque
     elif name == "timing":
         result = run_timing(session, int(request.get("warmup", 10)), int(request.get("iterations", 50)))
     elif name == "dynamic":
-        # This runner is done with: the next candidate's runner, ncu run and memcheck run start now,
-        # while ncu replays this one's kernels, and make their CUDA contexts only once this candidate
-        # ends (a context made during the replay slowed ncu by as much as it saved, on the H200).
-        session.worker.warm_spare(session.device, held=True)
         result = run_dynamic(session)
     else:
         result = {"status": Status.infrastructure_error, "message": f"unknown stage {name!r}"}
