@@ -12,6 +12,7 @@ and cannot reach its worker (the sandbox).
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,11 @@ from cpu_pipeline import CpuWorker, build_cpu, cpu_spec
 
 from workbench.evaluate.build.link_policy import check_library
 from workbench.evaluate.gpu import timing as timing_module
-from workbench.evaluate.gpu.isolation import HOLD_ENV, Child
+from workbench.evaluate.gpu.child_protocol import encode_runner
+from workbench.evaluate.gpu.isolation import HANG_REPORT_S, HOLD_ENV, Child
+from workbench.evaluate.gpu.protocol import BeginRequest
 from workbench.evaluate.gpu.sandbox import available
+from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.worker import child_argv
 
 pytestmark = pytest.mark.skipif(not available(), reason="the sandbox is built for Linux on x86-64")
@@ -186,18 +190,54 @@ def test_python_inside_the_candidate_process_cannot_rewrite_its_verdict(
     assert stages_of(worker, libraries)["correctness"]["status"] == "passed"
 
 
-def test_the_next_runner_starts_while_the_dynamic_tier_runs_not_after_the_verdict(worker, libraries) -> None:
-    # warm=False: nothing is started when the candidate ends, so a held spare alive now was started
-    # during the dynamic stage, once this candidate's runner had done its last call (only that stage
-    # starts one held); it waits for the GPU.
+def test_the_next_runner_starts_with_the_first_stage_not_after_the_verdict(worker, libraries) -> None:
+    # warm=False: nothing is started when the candidate ends, so a held spare alive now was started by
+    # its stages (with the first: its imports take longer than the tiers); it still waits for the GPU.
     library = build_cpu({}, libraries)
-    reply = worker.evaluate(library, stages=("correctness", "timing", "dynamic"), warm=False)
-    assert reply["stages"]["dynamic"]["status"] == "not_run"
+    reply = worker.evaluate(library, stages=("correctness",), warm=False)
+    assert reply["stages"]["correctness"]["status"] == "passed"
     spare = worker.worker.spare
     assert spare is not None and spare[0] == "cpu" and spare[1].alive() and worker.worker.spare_held
     again = worker.evaluate(library, stages=("correctness",), warm=False)
     assert again["stages"]["correctness"]["status"] == "passed"
-    assert worker.worker.spare is None and not worker.worker.spare_held  # the second candidate took it
+    # The second candidate ran in that spare (closed with it) and started the next one held.
+    assert not spare[1].alive()
+    assert (
+        worker.worker.spare is not None
+        and worker.worker.spare[1] is not spare[1]
+        and worker.worker.spare_held
+    )
+
+
+def test_a_call_past_its_limit_is_asked_what_it_is_stuck_in_before_it_is_killed(worker, libraries) -> None:
+    library = build_cpu({"HANG_ON_CALL": "1"}, libraries)
+    request: BeginRequest = {
+        "op": "begin",
+        "library": str(library),
+        "spec": cpu_spec(),
+        "stages": ["correctness"],
+        "sanitize": False,
+    }
+    session = Session(worker.worker, request)
+    try:
+        assert session.begin()["ok"]
+        assert session.runner is not None
+        session.ask_runner({"cmd": "prepare", "set": "same", "seed": 1}, "preparing")
+        started = time.monotonic()
+        reply = session.runner.request(encode_runner({"cmd": "call", "set": "same"}), 2.0)
+        # Its watch thread answered for the main thread, stuck in the call (on a GPU: with the
+        # kernels launched and finished there), and then the process was killed.
+        assert reply.timed_out and reply.hang == {"window": "call"}
+        assert not session.runner.alive() and time.monotonic() - started < 2.0 + HANG_REPORT_S + 30
+    finally:
+        session.end()
+
+
+def test_a_hung_call_is_a_timeout_in_the_verdict(worker, libraries) -> None:
+    stage = worker.evaluate(
+        build_cpu({"HANG_ON_CALL": "2"}, libraries), stages=("correctness",), timeouts={"call_s": 2.0}
+    )["stages"]["correctness"]
+    assert stage["status"] == "timeout" and stage["message"].startswith("trial 2"), stage["message"]
 
 
 def test_a_held_spare_runner_goes_no_further_than_its_imports_until_told_to_start() -> None:

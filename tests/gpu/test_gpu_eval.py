@@ -214,7 +214,18 @@ FAULTS: dict[str, tuple[str, str, Callable[[dict], bool]]] = {
     "input_modified": ("correctness", "inputs_modified", _message_has("A")),
     "illegal_address": ("correctness", "runtime_error", _message_has("illegal memory access")),
     "device_trap": ("correctness", "runtime_error", _message_has("CUDA error")),
-    "infinite_loop": ("correctness", "timeout", _message_has("killed")),
+    "infinite_loop": ("correctness", "timeout", _message_has("killed", "simt_gemm_kernel")),
+    # The timeout names the kernel that was running: from the finished ones, then from the launch names.
+    "hang_after_prologue": (
+        "correctness",
+        "timeout",
+        _message_has("running when the limit struck: stuck_after"),
+    ),
+    "hang_first_of_two": (
+        "correctness",
+        "timeout",
+        _message_has("running when the limit struck: stuck_first_kernel", "launch 1 of the call"),
+    ),
     "host_exit": ("correctness", "runtime_error", _message_has("exited with status 0")),
     "cached_result": ("correctness", "runtime_error", _message_has("trial 2", "no GPU kernel")),
     "private_stream": ("correctness", "runtime_error", _message_has("another stream")),

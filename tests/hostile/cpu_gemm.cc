@@ -7,6 +7,7 @@
 //   WRONG n           add 1 to the first n elements (a few wrong among many)
 //   WRONG_ON_CALL n   add 1 to one element on call n alone (one wrong call among many right ones)
 //   PAYLOAD "code"    run Python code in the host interpreter on the first call (python_door.inc)
+//   HANG_ON_CALL n    never return from call n (a kernel that never ends)
 #include <stdint.h>
 #include <string.h>
 #include <tvm/ffi/container/tensor.h>
@@ -25,6 +26,12 @@ void run(tvm::ffi::TensorView A, tvm::ffi::TensorView B, tvm::ffi::TensorView C)
   float* c = static_cast<float*>(C.data_ptr());
   static int calls = 0;
   ++calls;
+#ifdef HANG_ON_CALL
+  if (calls == HANG_ON_CALL) {
+    for (volatile int spin = 0; spin == 0;) {
+    }
+  }
+#endif
 #ifdef PAYLOAD
   static bool ran = false;
   if (!ran) {

@@ -63,9 +63,14 @@ def _trial(session: Session, stage: StageRecord, number: int, fresh: bool, worst
             }
         )
     called = session.ask_runner({"cmd": "call", "set": name}, f"{label} (seed {seed})")
-    problem = call_problem(attribute(called.get("trace") or {}), session.own)
+    trace = attribute(called.get("trace") or {})
+    problem = call_problem(trace, session.own)
     if problem is not None:
         raise StageFailed({"status": problem[0], "message": f"{label} (seed {seed}): {problem[1]}"})
+    # The launch order a later hang is read against (a timed call has no launch names).
+    session.last_order = [
+        k.name for w in trace.labelled("call") for k in sorted(w.kernels, key=lambda k: k.start)
+    ]
     trial = session.ask_judge(
         {"cmd": "check", "exports": session.exports[name], "seed": seed, "fresh": fresh}
     )["trial"]

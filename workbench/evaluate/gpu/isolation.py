@@ -24,6 +24,10 @@ FDS_ENV = "PTXWB_CHILD_FDS"
 TOOL_ENV = "PTXWB_TOOL"  # which tool watches a candidate's process: its doors differ (child.py)
 # Set on a spare runner started early: it imports, then waits for `{"cmd": "start"}` before the GPU.
 HOLD_ENV = "PTXWB_HOLD"
+# A runner's wake pipe: a byte on it asks the runner's watch thread what the process is running, when a
+# request's time limit struck (the main thread is then blocked behind the GPU and cannot answer).
+WAKE_ENV = "PTXWB_WAKE_FD"
+HANG_REPORT_S = 3.0
 OUTPUT_CAP_BYTES = 64 * 1024
 
 # Lines that frame an error rather than say what it was (Python tracebacks, torch's CUDA advice).
@@ -129,6 +133,7 @@ class Reply:
     exit_description: str = ""
     evidence: str = ""
     forged: bool = False  # a line that does not answer this request came first: written by the candidate
+    hang: dict | None = None  # on a timeout: what the child's watch thread said it was running (unchecked)
 
     @property
     def ok(self) -> bool:
@@ -138,20 +143,24 @@ class Reply:
 class Child:
     """A child process speaking JSON lines on private pipes, in its own process group."""
 
-    def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
+    def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None, wake: bool = False) -> None:
+        """`wake`: the child watches a wake pipe (a runner), asked on a timeout what it was running."""
         child_read, parent_write = os.pipe()
         parent_read, child_write = os.pipe()
+        wake_read, self._wake_fd = os.pipe() if wake else (-1, -1)
+        wake_env = {WAKE_ENV: str(wake_read)} if wake else {}
         self.process = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(child_read, child_write),
-            env={**os.environ, **(env or {}), FDS_ENV: f"{child_read},{child_write}"},
+            pass_fds=(child_read, child_write, *((wake_read,) if wake else ())),
+            env={**os.environ, **(env or {}), FDS_ENV: f"{child_read},{child_write}", **wake_env},
             start_new_session=True,
         )
-        os.close(child_read)
-        os.close(child_write)
+        for fd in (child_read, child_write, wake_read):
+            if fd >= 0:
+                os.close(fd)
         self._write_fd = parent_write
         self._read_fd = parent_read
         self._buffer = b""
@@ -168,35 +177,44 @@ class Child:
         except OSError:
             return False
 
-    def receive(self, timeout_s: float) -> Reply:
-        """The next reply line, waiting at most `timeout_s`; on death or timeout, the evidence."""
-        deadline = time.monotonic() + timeout_s
+    def _fill(self, deadline: float) -> bool | None:
+        """Read until a whole line is buffered: True; the deadline passed: False; the child closed its
+        end (it is gone): None."""
         selector = selectors.DefaultSelector()
         selector.register(self._read_fd, selectors.EVENT_READ)
         try:
             while b"\n" not in self._buffer:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self.kill()
-                    return Reply(
-                        None,
-                        timed_out=True,
-                        exit_description="killed after the time limit",
-                        evidence=self.evidence(),
-                    )
+                    return False
                 if not selector.select(timeout=min(left, 0.5)):
                     continue
                 chunk = os.read(self._read_fd, 65536)
-                if not chunk:  # the child closed its end: it is gone
-                    self.process.wait(timeout=10)
-                    return Reply(
-                        None,
-                        exit_description=describe_exit(self.process.returncode),
-                        evidence=self.evidence(),
-                    )
+                if not chunk:
+                    return None
                 self._buffer += chunk
+            return True
         finally:
             selector.close()
+
+    def receive(self, timeout_s: float) -> Reply:
+        """The next reply line, waiting at most `timeout_s`; on death or timeout, the evidence."""
+        filled = self._fill(time.monotonic() + timeout_s)
+        if filled is False:
+            hang = self._hang_report()
+            self.kill()
+            return Reply(
+                None,
+                timed_out=True,
+                exit_description="killed after the time limit",
+                evidence=self.evidence(),
+                hang=hang,
+            )
+        if filled is None:
+            self.process.wait(timeout=10)
+            return Reply(
+                None, exit_description=describe_exit(self.process.returncode), evidence=self.evidence()
+            )
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
             return Reply(json.loads(line))
@@ -223,6 +241,25 @@ class Child:
             reply.forged = True
         return reply
 
+    def _hang_report(self) -> dict | None:
+        """Wake the child's watch thread and take its one line, within HANG_REPORT_S; None without."""
+        if self._wake_fd < 0:
+            return None
+        self._buffer = b""  # a partial line of the request that timed out is of no use now
+        try:
+            os.write(self._wake_fd, b"w")
+        except OSError:
+            return None
+        if not self._fill(time.monotonic() + HANG_REPORT_S):
+            return None
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            return None
+        hang = data.get("hung") if isinstance(data, dict) else None
+        return hang if isinstance(hang, dict) else None
+
     def pause(self) -> None:
         """Stop every process in the child's group (SIGSTOP): nothing in it runs while the judge reads."""
         self._signal(signal.SIGSTOP)
@@ -248,13 +285,23 @@ class Child:
 
     def close(self) -> None:
         self.kill()  # also when the leader is gone: anything it left in its group goes too
-        for fd in (self._write_fd, self._read_fd):
+        for fd in (self._write_fd, self._read_fd, self._wake_fd):
+            if fd < 0:
+                continue
             try:
                 os.close(fd)
             except OSError:
                 pass
+        # Closed once: a second close() must not close a descriptor number reused since.
+        self._write_fd = self._read_fd = self._wake_fd = -1
         self.stdout.join(1.0)
         self.stderr.join(1.0)
+
+
+def wake_fd() -> int | None:
+    """Inside a runner: the wake pipe's read end the parent passed, if any."""
+    value = os.environ.get(WAKE_ENV)
+    return int(value) if value else None
 
 
 def child_channel() -> tuple[int, int]:

@@ -35,9 +35,11 @@ class Window:
 
     def __enter__(self) -> Self:
         self.trace._open(self)
+        self.trace.current = self
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.trace.current = None
         self.trace._close(self)
         self.trace.windows.append(self)
 
@@ -46,6 +48,7 @@ class Window:
 class _Trace:
     method: str = ""
     windows: list[Window] = field(default_factory=list)
+    current: Window | None = None  # the window open now: on a hang, the one the process is stuck in
 
     def window(self, label: str) -> Window:
         return Window(self, label)
@@ -78,6 +81,15 @@ class _Trace:
     def _span(self, window: Window) -> float | None:
         return None
 
+    def naming(self, on: bool) -> None:
+        """Record launched kernels' names from now (they reach the activity records only when a kernel
+        ends; a hang needs them before)."""
+
+    def hang_report(self) -> dict:
+        """From the watch thread while the main thread is stuck: the open window, and what was launched
+        and what finished in it."""
+        return {"window": self.current.label if self.current is not None else None}
+
 
 @dataclass
 class KernelTrace(_Trace):
@@ -87,6 +99,7 @@ class KernelTrace(_Trace):
     kernels: list[list] = field(default_factory=list)
     copies: list[list] = field(default_factory=list)
     launches: dict[int, int] = field(default_factory=dict)  # correlation id -> API call start (ns)
+    named: dict[int, str] = field(default_factory=dict)  # correlation id -> kernel, while naming is on
     _pending: list[tuple] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -120,11 +133,22 @@ class KernelTrace(_Trace):
                 elif act.kind in api_kinds:
                     self._pending.append(("a", act.correlation_id, act.start))
 
+        def launched(userdata, domain, cbid, data) -> None:
+            # Every driver call while naming is on (~85 us each on the H200: correctness calls only);
+            # a launch carries its kernel's name, on entry and again on exit.
+            name = data.symbol_name
+            if name and name != "Unknown" and "Launch" in data.function_name:
+                self.named[data.correlation_id] = name
+
         # Held here so the harness fingerprint covers the very functions CUPTI calls back.
-        self.callbacks = (requested, completed)
+        self.callbacks = (requested, completed, launched)
         cupti.activity_register_callbacks(requested, completed)
         for kind in (kernel_kind, *copy_kinds, *api_kinds):
             cupti.activity_enable(kind)
+        try:
+            self._subscriber = cupti.subscribe(launched, None)
+        except Exception:  # noqa: BLE001 - one subscriber per process: without it, hangs go unnamed
+            self._subscriber = None
 
     def now(self) -> int:
         return int(self._cupti.get_timestamp())
@@ -146,7 +170,23 @@ class KernelTrace(_Trace):
         self.kernels.clear()
         self.copies.clear()
         self.launches.clear()
+        self.named.clear()
         self.windows.clear()
+
+    def naming(self, on: bool) -> None:
+        if self._subscriber is not None:
+            self._cupti.enable_domain(int(on), self._subscriber, self._cupti.CallbackDomain.DRIVER_API)
+
+    def hang_report(self) -> dict:
+        report = super().hang_report()
+        window = self.current
+        if window is None:
+            return report
+        self.collect()  # the main thread is blocked behind the GPU: nothing else touches these now
+        mine = {c for c, started in self.launches.items() if started >= window.start}
+        report["launched"] = [name for c, name in self.named.items() if c in mine]
+        report["finished"] = [k[0] for k in sorted(self.kernels, key=lambda k: k[1]) if k[3] in mine]
+        return report
 
     def raw(self) -> dict:
         data = super().raw()

@@ -31,7 +31,9 @@ from __future__ import annotations
 # memory: a C extension imported later could not be mapped.
 import hashlib  # noqa: F401
 import json  # noqa: F401
+import os
 import secrets  # noqa: F401
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -44,7 +46,7 @@ from workbench.evaluate.gpu.child_protocol import decode_runner
 from workbench.evaluate.gpu.exchange import Exporter
 from workbench.evaluate.gpu.fingerprint import changes, fingerprint
 from workbench.evaluate.gpu.inputs import fill_inputs, fill_poison, make_outputs, scalar_inputs
-from workbench.evaluate.gpu.isolation import ChildChannel, error_line
+from workbench.evaluate.gpu.isolation import ChildChannel, error_line, wake_fd
 from workbench.evaluate.gpu.kernel_trace import KernelTrace, _Trace
 from workbench.evaluate.gpu.l2_reset import PersistingL2
 from workbench.evaluate.gpu.protocol import ProtocolError
@@ -139,6 +141,25 @@ class Runner:
         self.triton: Opened | None = None  # for a Triton candidate
         self.prints: dict[str, str] = {}
         self.library_prints: dict[str, str] = {}
+        fd = wake_fd()
+        if fd is not None:
+            # Started before load() closes the sandbox's doors.
+            threading.Thread(target=self._watch, args=(fd,), daemon=True).start()
+
+    def _watch(self, fd: int) -> None:
+        """On each byte from the worker (its request's limit struck), what this process is stuck in. The
+        main thread is blocked behind the GPU then; TVM-FFI and torch release the GIL while they wait."""
+        while True:
+            try:
+                if not os.read(fd, 1):
+                    return
+            except OSError:
+                return
+            try:
+                report = self.trace.hang_report()
+            except Exception as exc:  # noqa: BLE001 - the worker words its message without it
+                report = {"error": error_line(exc)}
+            self.channel.write({"hung": report})
 
     def synchronize(self) -> None:
         if self.device != "cpu":
@@ -160,6 +181,7 @@ class Runner:
             extra.update(
                 requested=self.trace.callbacks[0],
                 completed=self.trace.callbacks[1],
+                launched=self.trace.callbacks[2],
                 collect=self.trace.collect,
                 now=self.trace.now,
             )
@@ -252,6 +274,7 @@ class Runner:
         """One correctness call: marker, the call, a readback marker on the caller's stream, then wait."""
         arguments = self.sets[request["set"]].arguments()
         self.trace.clear()
+        self.trace.naming(True)  # untimed: a hang here can be named from its launches
         with self.trace.window("marker"):
             self.marker.add_(1)
         with self.trace.window("call"):
@@ -259,6 +282,7 @@ class Runner:
         with self.trace.window("readback"):
             self.marker.add_(1)
         self.synchronize()
+        self.trace.naming(False)
         changed = self.changed(everything=True)
         self.trace.collect()
         return {"done": True, "changed": changed, "trace": self.trace.raw()}

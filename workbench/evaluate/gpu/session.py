@@ -22,6 +22,7 @@ from workbench.evaluate.gpu.child_protocol import (
     decode_runner,
     encode_runner,
 )
+from workbench.evaluate.gpu.hang import stuck_kernel
 from workbench.evaluate.gpu.isolation import Child, Reply
 from workbench.evaluate.gpu.kernel_names import module_kernels
 from workbench.evaluate.gpu.protocol import (
@@ -121,6 +122,7 @@ class Session:
         self.profiler: ProfiledProcess | None = None
         self.sanitizer: SanitizedProcess | None = None
         self.timed_calls: list[list] | None = None
+        self.last_order: list[str] = []  # kernels of the last completed correctness call, by start
         self.autotuned: dict | None = None  # a Triton candidate's autotuners' choices, for the tools
         self.source = self._source()
 
@@ -259,7 +261,11 @@ class Session:
 
     def _runner_answer(self, message: RunnerCommand, reply: Reply, what: str) -> dict[str, Any]:
         if not reply.ok or reply.forged:
-            raise StageFailed(failure(Status.runtime_error, what, reply))
+            failed = failure(Status.runtime_error, what, reply)
+            stuck = stuck_kernel(reply.hang, self.own, self.last_order) if reply.timed_out else None
+            if stuck:
+                failed["message"] += f"; {stuck}"
+            raise StageFailed(failed)
         try:
             data = cast(dict[str, Any], decode_runner(reply.data, message["cmd"]))
         except ProtocolError as exc:

@@ -139,7 +139,7 @@ class Worker:
             return spare[1]
         if spare is not None:
             spare[1].close()
-        return Child(child_argv(), env={"PTXWB_DEVICE": device})
+        return Child(child_argv(), env={"PTXWB_DEVICE": device}, wake=True)
 
     def judge_request(self, device: str, message: JudgeCommand, timeout_s: float) -> dict[str, Any]:
         """A request to this device's judge (started on first use, restarted if it died): its answer, or
@@ -197,7 +197,7 @@ class Worker:
             self.release_spares()
         if self.spare is None:
             env = {"PTXWB_DEVICE": device, **({HOLD_ENV: "1"} if held else {})}
-            self.spare, self.spare_held = (device, Child(child_argv(), env=env)), held
+            self.spare, self.spare_held = (device, Child(child_argv(), env=env, wake=True)), held
         if device == "cpu":
             return
         if self.spare_profiler is None and self.can_profile and self.ncu is not None and self.target:
