@@ -85,10 +85,19 @@ class _Trace:
         """Record launched kernels' names from now (they reach the activity records only when a kernel
         ends; a hang needs them before)."""
 
+    def stuck_window(self) -> Window | None:
+        """The call a stuck process is in: its window if still open, else the last call's (a kernel that
+        never ends holds the synchronize after the call's window has closed)."""
+        if self.current is not None and self.current.label.startswith("call"):
+            return self.current
+        calls = [w for w in self.windows if w.label == "call" or w.label.startswith("call:")]
+        return calls[-1] if calls else self.current
+
     def hang_report(self) -> dict:
-        """From the watch thread while the main thread is stuck: the open window, and what was launched
+        """From the watch thread while the main thread is stuck: the call's window, and what was launched
         and what finished in it."""
-        return {"window": self.current.label if self.current is not None else None}
+        window = self.stuck_window()
+        return {"window": window.label if window is not None else None}
 
 
 @dataclass
@@ -179,11 +188,12 @@ class KernelTrace(_Trace):
 
     def hang_report(self) -> dict:
         report = super().hang_report()
-        window = self.current
+        window = self.stuck_window()
         if window is None:
             return report
         self.collect()  # the main thread is blocked behind the GPU: nothing else touches these now
-        mine = {c for c, started in self.launches.items() if started >= window.start}
+        end = window.end or float("inf")  # an open window has not ended
+        mine = {c for c, started in self.launches.items() if window.start <= started <= end}
         report["launched"] = [name for c, name in self.named.items() if c in mine]
         report["finished"] = [k[0] for k in sorted(self.kernels, key=lambda k: k[1]) if k[3] in mine]
         return report
