@@ -107,6 +107,18 @@ def main() -> int:
     print(
         json.dumps({"runtime_launch": [entry for entry in launches if "Launch" in str(entry[1])]}), flush=True
     )
+    # And the runtime domain itself (cupti-python lists it among its enums, not among its supported
+    # callback domains): does enabling it work, and do its launches carry the name?
+    launches.clear()
+    try:
+        cupti.enable_domain(1, subscriber, cupti.CallbackDomain.RUNTIME_API)
+        torch.ones(4, device="cuda").add_(1)
+        torch.cuda.synchronize()
+        cupti.enable_domain(0, subscriber, cupti.CallbackDomain.RUNTIME_API)
+        runtime = {"runtime_domain": [entry for entry in launches if "aunch" in str(entry[1])]}
+    except Exception as exc:  # noqa: BLE001 - the answer is the point
+        runtime = {"runtime_domain_error": f"{type(exc).__name__}: {exc}"[:300]}
+    print(json.dumps(runtime), flush=True)
     # Host cost of the callback per launch: 2000 launches with the domain on, then off.
     costs = {}
     for state in (1, 0):

@@ -14,6 +14,7 @@ names, stream ids and GPU timestamps comparable with `get_timestamp()`.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Self
@@ -109,6 +110,7 @@ class KernelTrace(_Trace):
     copies: list[list] = field(default_factory=list)
     launches: dict[int, int] = field(default_factory=dict)  # correlation id -> API call start (ns)
     named: dict[int, str] = field(default_factory=dict)  # correlation id -> kernel, while naming is on
+    _runtime_depth: int = 0  # inside a runtime API call (its driver calls are not launches of their own)
     _pending: list[tuple] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -142,12 +144,22 @@ class KernelTrace(_Trace):
                 elif act.kind in api_kinds:
                     self._pending.append(("a", act.correlation_id, act.start))
 
+        runtime_domain = int(cupti.CallbackDomain.RUNTIME_API)
+
         def launched(userdata, domain, cbid, data) -> None:
-            # Every driver call while naming is on (~85 us each on the H200: correctness calls only);
-            # a launch carries its kernel's name, on entry and again on exit.
-            name = data.symbol_name
-            if name and name != "Unknown" and "Launch" in data.function_name:
-                self.named[data.correlation_id] = name
+            # Every API call while naming is on (~85 us each on the H200: correctness calls only); a
+            # launch carries its kernel's name, on entry and again on exit. A driver call made inside a
+            # runtime call (nvcc's <<<>>> launches through the runtime) is the runtime call's own.
+            try:
+                if int(domain) == runtime_domain:
+                    self._runtime_depth += 1 if int(data.callback_site) == 0 else -1
+                elif self._runtime_depth > 0:
+                    return
+                name = data.symbol_name
+                if name and name != "Unknown" and "Launch" in data.function_name:
+                    self.named[data.correlation_id] = name
+            except Exception:  # noqa: BLE001 - a record CUPTI cannot decode leaves that launch unnamed
+                return
 
         # Held here so the harness fingerprint covers the very functions CUPTI calls back.
         self.callbacks = (requested, completed, launched)
@@ -183,8 +195,15 @@ class KernelTrace(_Trace):
         self.windows.clear()
 
     def naming(self, on: bool) -> None:
-        if self._subscriber is not None:
-            self._cupti.enable_domain(int(on), self._subscriber, self._cupti.CallbackDomain.DRIVER_API)
+        if self._subscriber is None:
+            return
+        self._runtime_depth = 0
+        domains = self._cupti.CallbackDomain
+        self._cupti.enable_domain(int(on), self._subscriber, domains.DRIVER_API)
+        # cupti-python lists the runtime domain among its enums but not among the callback domains it
+        # documents; where it takes it, runtime launches are named too (without it, they go unnamed).
+        with contextlib.suppress(Exception):
+            self._cupti.enable_domain(int(on), self._subscriber, domains.RUNTIME_API)
 
     def hang_report(self) -> dict:
         report = super().hang_report()
