@@ -73,6 +73,36 @@ def test_reference_builds_without_spills_and_shows_hopper_instructions(
     assert not missing, f"families absent from the SASS: {missing} (have {static.families})"
 
 
+# The FP8 attention pair (both products on wgmma e4m3 -> QGMMA). Both files are built (a few seconds
+# each): each is its own task's reference, and their register budgets differ (the causal mask).
+FP8_ATTENTION_REFERENCES = [
+    ("fp8_attention/fp8_mha_fwd_d128.cu", "fp8_mha_with_lse_d128"),
+    ("fp8_attention/fp8_mha_fwd_d128_causal.cu", "fp8_mha_with_lse_d128_causal"),
+]
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("path", "task"), FP8_ATTENTION_REFERENCES, ids=[p for p, _ in FP8_ATTENTION_REFERENCES]
+)
+def test_fp8_attention_reference_builds_without_spills_and_shows_qgmma(
+    path: str, task: str, cache: Path
+) -> None:
+    result = evaluate(path, task, cache)
+    build, static = result.stages.build, result.stages.static
+    assert build.status == Status.passed, build.errors or build.compiler_output
+    assert build.resources, "ptxas reported no kernels"
+    for kernel in build.resources:
+        assert kernel.spill_stores_bytes == 0 and kernel.spill_loads_bytes == 0, kernel
+        assert kernel.stack_frame_bytes == 0, kernel
+    assert static.status == Status.passed
+    assert static.required_family == "QGMMA" and static.required_present
+    missing = {f for f in ("QGMMA", "TMA", "MBARRIER", "SETMAXNREG") if static.families.get(f, 0) == 0}
+    assert not missing, f"families absent from the SASS: {missing} (have {static.families})"
+    # Both products on the FP8 pipe: no bf16/f16 wgmma beside the QGMMAs.
+    assert static.opcodes.get("HGMMA", 0) == 0, static.opcodes
+
+
 @needs_nvcc
 def test_simt_step_of_the_ladder_is_flagged_by_the_static_tier(cache: Path) -> None:
     result = evaluate("gemm/01_simt.cu", "gemm_n7168_k5120", cache)
@@ -81,12 +111,14 @@ def test_simt_step_of_the_ladder_is_flagged_by_the_static_tier(cache: Path) -> N
     assert result.stages.static.opcodes.get("FFMA", 0) > 0
 
 
-@pytest.mark.parametrize("kind", ["fwd", "bwd"])
-def test_causal_file_is_the_plain_file_with_the_switch_on(kind: str) -> None:
+@pytest.mark.parametrize(
+    "plain_path",
+    ["attention/mha_fwd_d128.cu", "attention/mha_bwd_d128.cu", "fp8_attention/fp8_mha_fwd_d128.cu"],
+)
+def test_causal_file_is_the_plain_file_with_the_switch_on(plain_path: str) -> None:
     # Each task needs one self-contained .cu, so the causal kernel is a copy: keep the copies in step.
-    folder = Path(__file__).resolve().parent.parent / "references" / "attention"
-    plain = (folder / f"mha_{kind}_d128.cu").read_text().splitlines()
-    causal = (folder / f"mha_{kind}_d128_causal.cu").read_text().splitlines()
+    plain = (REFERENCES / plain_path).read_text().splitlines()
+    causal = (REFERENCES / plain_path.replace(".cu", "_causal.cu")).read_text().splitlines()
     assert len(plain) == len(causal)
     differing = [(a, b) for a, b in zip(plain, causal, strict=True) if a != b]
     assert len(differing) == 1

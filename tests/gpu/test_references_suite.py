@@ -21,6 +21,7 @@ from workbench.evaluate.gpu.profile import FAMILY_TENSOR_METRIC
 from workbench.evaluate.local_executor import LocalExecutor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult, Status
+from workbench.tasks import resolve_task
 
 pytestmark = pytest.mark.gpu
 
@@ -59,6 +60,50 @@ def test_fp8_gemm_reference_passes_every_tier_with_qgmma_on_the_fp8_pipe(tmp_pat
     assert result.stages.static.required_family == "QGMMA"
     assert result.stages.dynamic.executed_families.get("QGMMA", 0) > 0
     assert result.stages.dynamic.tensor_share == pytest.approx(1.0, rel=0.01)
+    timing = result.stages.timing
+    assert timing.speedup is not None and not timing.faster_than_light
+    # Against cuBLAS's block-scaled FP8 GEMM, not the torch reference it falls back to (the speedup
+    # printed above is the measurement; the issue asks >= 0.8).
+    assert timing.baselines[0].name == "cuBLAS block-scaled FP8 (torch scaled_mm)", timing.message
+
+
+# Tensor FLOPs the FP8 attention reference does per task FLOP, by construction
+# (references/fp8_attention/fp8_mha_fwd_d128.cu): S = Q K^T as two QGMMA chains (K split into its small
+# and its spike entries) and P V as three (P as three e4m3 terms), against one chain each in the task's
+# count: (2 + 3) / 2. The causal kernel also multiplies the masked half of each 128 x 128 diagonal block.
+FP8_ATTENTION_TENSOR_FLOPS_PER_TASK_FLOP = (2 + 3) / 2
+
+
+def fp8_attention_expected_share(task: str, causal: bool) -> float:
+    """The tensor share the FP8 attention reference must show at its task's headline workload."""
+    seq = int(resolve_task(task).workload().axes["L"])
+    if not causal:
+        return FP8_ATTENTION_TENSOR_FLOPS_PER_TASK_FLOP
+    blocks = seq // 128  # query block r computes r + 1 whole key blocks of 128 x 128 pairs
+    pairs_done = blocks * (blocks + 1) // 2 * 128 * 128
+    return FP8_ATTENTION_TENSOR_FLOPS_PER_TASK_FLOP * pairs_done / (seq * (seq + 1) / 2)
+
+
+@pytest.mark.parametrize(
+    ("path", "task", "causal"),
+    [
+        ("fp8_attention/fp8_mha_fwd_d128.cu", "fp8_mha_with_lse_d128", False),
+        ("fp8_attention/fp8_mha_fwd_d128_causal.cu", "fp8_mha_with_lse_d128_causal", True),
+    ],
+    ids=["plain", "causal"],
+)
+def test_fp8_attention_reference_passes_every_tier_with_both_products_on_qgmma(
+    path: str, task: str, causal: bool, tmp_path: Path
+) -> None:
+    result = _local(path, task, tmp_path)
+    assert result.status == Status.passed, result.message
+    assert result.stages.static.required_family == "QGMMA"
+    assert result.stages.dynamic.executed_families.get("QGMMA", 0) > 0
+    # The share is fixed by the kernel's structure (2.5 plain, ~2.58 causal at L = 4096); 2 % leaves room
+    # for how ncu counts, not for a missing or extra chain (each one moves it by 0.5).
+    assert result.stages.dynamic.tensor_share == pytest.approx(
+        fp8_attention_expected_share(task, causal), rel=0.02
+    )
     timing = result.stages.timing
     assert timing.speedup is not None and not timing.faster_than_light
 
