@@ -128,6 +128,20 @@ def test_a_faulty_kernel_fails_correctness_in_the_judge(worker, libraries, defin
     assert all(word in stages["correctness"]["message"] for word in words), stages["correctness"]["message"]
 
 
+def test_an_outputs_own_tolerance_replaces_the_tasks_for_that_output(worker, libraries) -> None:
+    off = build_cpu({"BIAS": "0.05f"}, libraries)  # every element 0.05 off: outside 1e-2
+    own = {**cpu_spec(), "output_tolerances": {"C": {"atol": 0.1, "rtol": 0.1}}}
+    assert worker.evaluate(off, ("correctness",), spec=own)["stages"]["correctness"]["status"] == "passed"
+    tighter = {
+        **cpu_spec(),
+        "atol": 0.1,
+        "rtol": 0.1,
+        "output_tolerances": {"C": {"atol": 0.01, "rtol": 0.01}},
+    }
+    failed = worker.evaluate(off, ("correctness",), spec=tighter)["stages"]["correctness"]
+    assert failed["status"] == "incorrect_numerical" and "atol=0.01" in failed["message"], failed["message"]
+
+
 def test_the_judge_lets_the_tasks_share_of_elements_miss_and_no_more(worker, libraries) -> None:
     # 1,536 outputs; an FP8 task's matched ratio of 0.995 lets 7 of them be outside atol/rtol.
     spec = {**cpu_spec(), "matched_ratio": 0.995}

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from workbench.agent import prompts
 from workbench.agent.config import AgentConfig
+from workbench.errors import UserError
 from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.fixit.rows import judged_target
 from workbench.tasks import Catalogue
@@ -44,10 +48,23 @@ def test_the_spec_of_an_fp8_attention_task_carries_its_matched_ratio_rate_and_fa
     spec = hopper_spec("fp8_mha_with_lse_d128")
     assert spec["matched_ratio"] == 0.995
     assert spec["compute_dtype"] == "float8_e4m3" and spec["required_family"] == "QGMMA"
+    # e4m3 O at its own tolerance (the honest schemes' spread), fp32 LSE at the task's.
+    assert spec["output_tolerances"] == {"O": {"atol": 0.1, "rtol": 0.1}}
+    assert (spec["atol"], spec["rtol"]) == (0.01, 0.01)
     # A bf16 task keeps every element to its tolerances and the bf16 rate.
     spec = hopper_spec("mha_with_lse_d128")
     assert spec["matched_ratio"] == 1.0 and spec["compute_dtype"] == "bfloat16"
-    assert spec["required_family"] == "GMMA"
+    assert spec["required_family"] == "GMMA" and spec["output_tolerances"] == {}
+
+
+def test_an_output_tolerance_for_no_output_of_its_task_is_one_line(tmp_path: Path) -> None:
+    root = tmp_path / "tasks"
+    shutil.copytree(Catalogue.load().root, root)
+    sidecar = json.loads((root / "workbench.json").read_text())
+    sidecar["tasks"]["fp8_mha_with_lse_d128"]["output_tolerances"]["Out"] = {"atol": 0.1, "rtol": 0.1}
+    (root / "workbench.json").write_text(json.dumps(sidecar))
+    with pytest.raises(UserError, match="fp8_mha_with_lse_d128: field output_tolerances: Out is no output"):
+        Catalogue.load(root)
 
 
 def test_ptxwb_tasks_names_each_tasks_family_per_target() -> None:

@@ -90,6 +90,8 @@ def _tolerance(task: Task) -> str:
     text = f"atol {facts.atol}, rtol {facts.rtol}"
     if facts.matched_ratio < 1:
         text += f", met by at least {facts.matched_ratio:.1%} of each output's elements"
+    for name, own in facts.output_tolerances.items():
+        text += f"; output {name}: atol {own.atol}, rtol {own.rtol}"
     return text
 
 

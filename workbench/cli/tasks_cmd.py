@@ -57,6 +57,9 @@ def _details(task: Task) -> dict[str, Any]:
         "atol": facts.atol if facts else None,
         "rtol": facts.rtol if facts else None,
         "matched_ratio": facts.matched_ratio if facts else None,
+        "output_tolerances": (
+            {name: t.model_dump() for name, t in facts.output_tolerances.items()} if facts else {}
+        ),
         "workloads": workloads,
     }
 

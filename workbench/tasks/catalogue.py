@@ -151,6 +151,12 @@ class Catalogue:
             facts = sidecar.tasks.get(definition.name)
             if facts is None:
                 raise UserError(f"{root / SIDECAR}: no entry for task {definition.name}")
+            strange = sorted(set(facts.output_tolerances) - set(definition.outputs))
+            if strange:
+                raise UserError(
+                    f"{root / SIDECAR}: task {definition.name}: field output_tolerances: "
+                    f"{', '.join(strange)} is no output of the task"
+                )
             workloads_path = root / "workloads" / f"{definition.name}.jsonl"
             workloads = load_workloads(workloads_path, definition) if workloads_path.exists() else []
             tasks[definition.name] = Task(definition, facts, workloads, path)

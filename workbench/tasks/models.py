@@ -211,6 +211,15 @@ BaselineName = Literal[
 ]
 
 
+class OutputTolerance(BaseModel):
+    """One output's tolerances in place of its task's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    atol: float = Field(gt=0)
+    rtol: float = Field(gt=0)
+
+
 class TaskFacts(BaseModel):
     """What the workbench knows about a task beyond the Definition (the sidecar's entry)."""
 
@@ -232,6 +241,11 @@ class TaskFacts(BaseModel):
         gt=0,
         le=1,
         description="share of elements that must be within atol/rtol (PTXBench's required_matched_ratio)",
+    )
+    output_tolerances: dict[str, OutputTolerance] = Field(
+        default_factory=dict,
+        description="output -> its atol/rtol in place of the task's (an output whose honest ways of "
+        "computing differ by more than the task's tolerance: FP8 attention's e4m3 O)",
     )
     seeds: dict[str, int] = Field(default_factory=dict, description="workload uuid -> base seed")
     required: dict[Literal["hopper", "blackwell"], str] = Field(
