@@ -48,6 +48,18 @@ def test_with_neither_the_unfinished_own_kernels_are_listed() -> None:
 
 def test_nothing_is_claimed_from_no_report_or_a_malformed_one() -> None:
     # The report comes from the candidate's process: anything that is not lists of names is ignored.
-    assert stuck_kernel(None, OWN, ["_Z4mainPf"]) is None
+    assert stuck_kernel(None, None, ["_Z4mainPf"]) is None
+    # No report at all: the own kernels are still known (all of them unfinished, as far as is known).
+    assert stuck_kernel(None, {"_Z4mainPf"}, ["_Z4mainPf"]) == (
+        "the kernel running when the limit struck: main(float*) (the candidate's only unfinished kernel)"
+    )
     assert stuck_kernel({"launched": "main", "finished": [1, 2]}, None, []) is None
     assert stuck_kernel({"finished": sorted(OWN)}, OWN, []) is None
+
+
+def test_launches_without_what_finished_name_no_single_kernel() -> None:
+    # The flush that tells what finished did not return in time: any launch may be the running one.
+    said = stuck_kernel({"launched": ["_Z9prologuePf", "_Z4mainPf"]}, OWN, ["_Z9prologuePf"])
+    assert said is not None and said.startswith(
+        "the call was stuck in one of the candidate's unfinished kernels"
+    )

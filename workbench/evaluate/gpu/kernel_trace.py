@@ -14,7 +14,7 @@ names, stream ids and GPU timestamps comparable with `get_timestamp()`.
 
 from __future__ import annotations
 
-import contextlib
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Self
@@ -22,6 +22,7 @@ from typing import Self
 import torch
 
 BUFFER_BYTES = 8 * 1024 * 1024
+HANG_FLUSH_S = 1.5  # within the worker's wait for a hang report (isolation.HANG_REPORT_S)
 
 
 @dataclass
@@ -109,8 +110,8 @@ class KernelTrace(_Trace):
     kernels: list[list] = field(default_factory=list)
     copies: list[list] = field(default_factory=list)
     launches: dict[int, int] = field(default_factory=dict)  # correlation id -> API call start (ns)
-    named: dict[int, str] = field(default_factory=dict)  # correlation id -> kernel, while naming is on
-    _runtime_depth: int = 0  # inside a runtime API call (its driver calls are not launches of their own)
+    # correlation id -> (kernel, launch time), while naming is on
+    named: dict[int, tuple[str, int]] = field(default_factory=dict)
     _pending: list[tuple] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -144,20 +145,14 @@ class KernelTrace(_Trace):
                 elif act.kind in api_kinds:
                     self._pending.append(("a", act.correlation_id, act.start))
 
-        runtime_domain = int(cupti.CallbackDomain.RUNTIME_API)
-
         def launched(userdata, domain, cbid, data) -> None:
-            # Every API call while naming is on (~85 us each on the H200: correctness calls only); a
-            # launch carries its kernel's name, on entry and again on exit. A driver call made inside a
-            # runtime call (nvcc's <<<>>> launches through the runtime) is the runtime call's own.
+            # Every driver call while naming is on (~70 us each on the H200: correctness calls only); a
+            # launch carries its kernel's name, on entry and again on exit. The runtime's launches
+            # (nvcc's <<<>>>, torch's) reach the driver's cuLaunchKernel too: measured on the H200.
             try:
-                if int(domain) == runtime_domain:
-                    self._runtime_depth += 1 if int(data.callback_site) == 0 else -1
-                elif self._runtime_depth > 0:
-                    return
                 name = data.symbol_name
                 if name and name != "Unknown" and "Launch" in data.function_name:
-                    self.named[data.correlation_id] = name
+                    self.named[data.correlation_id] = (name, int(cupti.get_timestamp()))
             except Exception:  # noqa: BLE001 - a record CUPTI cannot decode leaves that launch unnamed
                 return
 
@@ -170,12 +165,24 @@ class KernelTrace(_Trace):
             self._subscriber = cupti.subscribe(launched, None)
         except Exception:  # noqa: BLE001 - one subscriber per process: without it, hangs go unnamed
             self._subscriber = None
+        # A hang's flush runs on its own thread, waited for a bounded time: a flush that never returns
+        # (seen on the H200 with more callback domains on) must not keep the watch thread from answering.
+        self._flush_wanted, self._flushed = threading.Event(), threading.Event()
+        threading.Thread(target=self._flush_on_demand, daemon=True).start()
+
+    def _flush_on_demand(self) -> None:
+        self._flush_wanted.wait()
+        self._cupti.activity_flush_all(1)
+        self._flushed.set()
 
     def now(self) -> int:
         return int(self._cupti.get_timestamp())
 
     def collect(self) -> None:
         self._cupti.activity_flush_all(1)
+        self._take_pending()
+
+    def _take_pending(self) -> None:
         for item in self._pending:
             if item[0] == "k":
                 self.kernels.append(item[1])
@@ -195,25 +202,24 @@ class KernelTrace(_Trace):
         self.windows.clear()
 
     def naming(self, on: bool) -> None:
-        if self._subscriber is None:
-            return
-        self._runtime_depth = 0
-        domains = self._cupti.CallbackDomain
-        self._cupti.enable_domain(int(on), self._subscriber, domains.DRIVER_API)
-        # cupti-python lists the runtime domain among its enums but not among the callback domains it
-        # documents; where it takes it, runtime launches are named too (without it, they go unnamed).
-        with contextlib.suppress(Exception):
-            self._cupti.enable_domain(int(on), self._subscriber, domains.RUNTIME_API)
+        # Driver calls only: with the runtime domain on as well, a hung process's flush never returned
+        # (the H200, 2026-12-03), and the driver domain already sees the runtime's launches.
+        if self._subscriber is not None:
+            self._cupti.enable_domain(int(on), self._subscriber, self._cupti.CallbackDomain.DRIVER_API)
 
     def hang_report(self) -> dict:
         report = super().hang_report()
         window = self.stuck_window()
         if window is None:
             return report
-        self.collect()  # the main thread is blocked behind the GPU: nothing else touches these now
         end = window.end or float("inf")  # an open window has not ended
+        report["launched"] = [name for name, at in self.named.values() if window.start <= at <= end]
+        self._flush_wanted.set()
+        if not self._flushed.wait(HANG_FLUSH_S):
+            return report  # no `finished`: which launch is running cannot be told
+        # The main thread is blocked behind the GPU: nothing else touches these now.
+        self._take_pending()
         mine = {c for c, started in self.launches.items() if window.start <= started <= end}
-        report["launched"] = [name for c, name in self.named.items() if c in mine]
         report["finished"] = [k[0] for k in sorted(self.kernels, key=lambda k: k[1]) if k[3] in mine]
         return report
 
