@@ -40,6 +40,8 @@ def _local(path: str, task: str, tmp_path: Path) -> EvalResult:
 
     result = asyncio.run(go())
     print(result.model_dump_json(indent=1, exclude={"stages": {"static": {"opcodes", "kernels"}}})[:8000])
+    # The JSON above is cut where a task's trials are long: the measurement, whole, on its own line.
+    print(f"timing: {result.stages.timing.message}")
     return result
 
 
