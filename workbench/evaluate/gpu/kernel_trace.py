@@ -220,7 +220,12 @@ class KernelTrace(_Trace):
         # The main thread is blocked behind the GPU: nothing else touches these now.
         self._take_pending()
         mine = {c for c, started in self.launches.items() if window.start <= started <= end}
-        report["finished"] = [k[0] for k in sorted(self.kernels, key=lambda k: k[1]) if k[3] in mine]
+        # A forced flush hands over the running kernel's record too, without its end (the H200 probe's
+        # spinning kernel came back among the "completed"): only a record that ended after it started
+        # is a kernel that finished.
+        report["finished"] = [
+            k[0] for k in sorted(self.kernels, key=lambda k: k[1]) if k[3] in mine and k[2] > k[1] > 0
+        ]
         return report
 
     def raw(self) -> dict:
