@@ -15,7 +15,7 @@ import pytest
 from tests.build_support import needs_nvcc, session_cache
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import EvalRequest
-from workbench.evaluate.result import EvalResult, Status
+from workbench.evaluate.result import EvalResult, StaticStage, Status
 
 REFERENCES = Path(__file__).resolve().parent.parent / "references"
 
@@ -60,7 +60,12 @@ def evaluate(path: str, task: str, cache: Path) -> EvalResult:
 def test_reference_builds_without_spills_and_shows_hopper_instructions(
     path: str, task: str, families: set[str], cache: Path
 ) -> None:
-    result = evaluate(path, task, cache)
+    built_clean_with(evaluate(path, task, cache), "GMMA", families)
+
+
+def built_clean_with(result: EvalResult, required: str, families: set[str]) -> StaticStage:
+    """The static stage of a reference built with no spills and no stack, its task's required family
+    present and `families` in its SASS."""
     build, static = result.stages.build, result.stages.static
     assert build.status == Status.passed, build.errors or build.compiler_output
     assert build.resources, "ptxas reported no kernels"
@@ -68,9 +73,10 @@ def test_reference_builds_without_spills_and_shows_hopper_instructions(
         assert kernel.spill_stores_bytes == 0 and kernel.spill_loads_bytes == 0, kernel
         assert kernel.stack_frame_bytes == 0, kernel
     assert static.status == Status.passed
-    assert static.required_family == "GMMA" and static.required_present
+    assert static.required_family == required and static.required_present
     missing = {f for f in families if static.families.get(f, 0) == 0}
     assert not missing, f"families absent from the SASS: {missing} (have {static.families})"
+    return static
 
 
 # The FP8 attention pair (both products on wgmma e4m3 -> QGMMA). Both files are built (a few seconds
@@ -88,17 +94,9 @@ FP8_ATTENTION_REFERENCES = [
 def test_fp8_attention_reference_builds_without_spills_and_shows_qgmma(
     path: str, task: str, cache: Path
 ) -> None:
-    result = evaluate(path, task, cache)
-    build, static = result.stages.build, result.stages.static
-    assert build.status == Status.passed, build.errors or build.compiler_output
-    assert build.resources, "ptxas reported no kernels"
-    for kernel in build.resources:
-        assert kernel.spill_stores_bytes == 0 and kernel.spill_loads_bytes == 0, kernel
-        assert kernel.stack_frame_bytes == 0, kernel
-    assert static.status == Status.passed
-    assert static.required_family == "QGMMA" and static.required_present
-    missing = {f for f in ("QGMMA", "TMA", "MBARRIER", "SETMAXNREG") if static.families.get(f, 0) == 0}
-    assert not missing, f"families absent from the SASS: {missing} (have {static.families})"
+    static = built_clean_with(
+        evaluate(path, task, cache), "QGMMA", {"QGMMA", "TMA", "MBARRIER", "SETMAXNREG"}
+    )
     # Both products on the FP8 pipe: no bf16/f16 wgmma beside the QGMMAs.
     assert static.opcodes.get("HGMMA", 0) == 0, static.opcodes
 
