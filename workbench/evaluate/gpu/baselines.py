@@ -203,7 +203,7 @@ def _scaled_mm_blockwise(spec: dict, inputs: dict[str, torch.Tensor], device: st
         call()
         if a.is_cuda:
             torch.cuda.synchronize(device)
-    except (RuntimeError, TypeError, NotImplementedError) as exc:
+    except (RuntimeError, TypeError, ValueError, NotImplementedError) as exc:  # a CPU torch: ValueError
         raise BaselineUnavailable(
             f"block-scaled torch scaled_mm refused here: {str(exc).splitlines()[0][:160]}"
         )
