@@ -33,9 +33,8 @@ def _first_unfinished(launched: list[str], finished: list[str]) -> int | None:
 def stuck_kernel(hang: dict | None, own: Iterable[str] | None, last_order: list[str]) -> str | None:
     """A clause naming the kernel the call was stuck in, or None when nothing can be told. Without a
     report (the watch thread gave none in time), only the candidate's own kernels are left to say."""
-    if not isinstance(hang, dict):
-        hang, last_order = {}, []  # no `finished`: the last call's order would name its first kernel
-    if "finished" not in hang:  # what finished is unknown: no launch can be told to be the running one
+    if not isinstance(hang, dict) or "finished" not in hang:
+        # What finished is unknown: no launch (nor the last call's first kernel) can be told running.
         hang, last_order = {}, []
     launched, finished = _names(hang.get("launched")), _names(hang.get("finished"))
     for sequence, source in ((launched, "launched"), (last_order, "as the last completed call ran them")):
