@@ -50,9 +50,15 @@ def test_ptxwb_eval_local_without_a_gpu_is_one_line_and_exit_2(tmp_path: Path) -
     assert len(lines) == 1 and "no NVIDIA GPU" in lines[0] and "Traceback" not in done.stderr
 
 
-def test_the_service_started_for_a_host_without_a_gpu_does_not_linger(tmp_path: Path) -> None:
+def test_the_service_started_for_a_host_without_a_gpu_does_not_linger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from workbench.evaluate.service_client import running_labels
 
+    # A folder of its own: a service another test file left in this process's folder is not this one's.
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     executor = make_executor("local", tmp_path / "builds")
 
     async def go():

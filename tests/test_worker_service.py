@@ -25,10 +25,10 @@ import pytest
 from conftest import stop_worker_services
 from cpu_pipeline import build_cpu, cpu_spec
 
+from workbench.evaluate import service_client
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.local_executor import LocalExecutor
-from workbench.evaluate import service_client
-from workbench.evaluate.service_client import ServiceClient
+from workbench.evaluate.service_client import ServiceClient, running_labels
 from workbench.evaluate.service_paths import ServiceFolderError, code_identity, service_folder, socket_path
 from workbench.evaluate.service_protocol import decode_reply
 from workbench.evaluate.worker_client import WorkerClient, WorkerError
@@ -148,7 +148,7 @@ def test_a_command_that_leaves_while_it_waits_gets_nothing_judged(fresh_services
         try:
             await holder.start()
             await holder.request({"op": "begin", "library": library, "spec": cpu_spec(), **FAST}, 120)
-            reader, writer = await asyncio.open_unix_connection(str(socket_path(service_folder(), holder.label)))
+            _reader, writer = await asyncio.open_unix_connection(str(socket_path(service_folder(), holder.label)))
             request = {"op": "evaluate", "id": 1, "library": library, "spec": cpu_spec(), "stages": list(STAGES), **FAST}
             writer.write((json.dumps({"forward": request, "timeout_s": 120}) + "\n").encode())
             await writer.drain()
@@ -205,7 +205,7 @@ def test_a_worker_that_died_is_started_again_by_the_next_request(fresh_services,
         finally:
             await client.close()
 
-    why, lost, result = asyncio.run(go())
+    why, _lost, result = asyncio.run(go())
     assert why == "answered" or "worker" in why
     assert result["stages"]["correctness"]["status"] == "passed"
     assert result["status"]["worker_restarts"] == 1
@@ -361,6 +361,7 @@ def test_ptxwb_worker_start_status_and_stop(fresh_services) -> None:
     assert [s["pid"] for s in doctor["worker_services"]["running"]] == [services[0]["pid"]]
     stopped = ptxwb("stop")
     assert stopped.returncode == 0 and "stopped 1 worker service" in stopped.stdout
+    assert running_labels() == []  # gone when `stop` returns, not a moment later
     assert "no worker service is running" in ptxwb("status").stdout
     assert ptxwb("start", "--idle", "0").returncode == 2
 

@@ -39,6 +39,7 @@ IDLE_ENV = "PTXWB_WORKER_IDLE_S"
 NO_SERVICE_ENV = "PTXWB_NO_WORKER_SERVICE"
 DEFAULT_IDLE_S = 900.0  # fifteen minutes: a person reading a verdict and saving again keeps it warm
 START_WAIT_S = 60.0  # the service's own start (its socket), not the worker's (hello waits for that)
+STOP_WAIT_S = 10.0  # a stopping service removes its socket first thing: this bounds a stuck one
 LOG_LIMIT = 1 << 20
 HELLO_TIMEOUT_S = 180.0  # the worker's start behind the service: Python, torch's import, nvidia-smi
 
@@ -212,9 +213,18 @@ class ServiceClient(WorkerConnection):
         return await self._ask({"service": "status"})
 
     async def stop_service(self) -> None:
-        with contextlib.suppress(WorkerError):
+        """Ask the service to stop; once it said it stops, return when its socket is gone (it removes it
+        as it ends), at most STOP_WAIT_S: what runs next (`ptxwb worker status`, a test) sees it gone."""
+        try:
             await self._ask({"service": "stop"})
+        except WorkerError:
+            await self.close()
+            return
         await self.close()
+        path = socket_path(service_folder(), self.label)
+        deadline = time.monotonic() + STOP_WAIT_S
+        while path.exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
 
     async def close_unusable(self) -> None:
         """A service that found no GPU and has judged nothing stops now, not after its idle time."""
