@@ -57,9 +57,7 @@ def _details(task: Task) -> dict[str, Any]:
         "atol": facts.atol if facts else None,
         "rtol": facts.rtol if facts else None,
         "matched_ratio": facts.matched_ratio if facts else None,
-        "output_tolerances": (
-            {name: t.model_dump() for name, t in facts.output_tolerances.items()} if facts else {}
-        ),
+        "output_tolerances": facts.output_tolerances_json() if facts else {},
         "workloads": workloads,
     }
 

@@ -46,9 +46,7 @@ def gpu_spec(
         "atol": facts.atol if facts else 1e-2,
         "rtol": facts.rtol if facts else 1e-2,
         "matched_ratio": facts.matched_ratio if facts else 1.0,
-        "output_tolerances": (
-            {name: t.model_dump() for name, t in facts.output_tolerances.items()} if facts else {}
-        ),
+        "output_tolerances": facts.output_tolerances_json() if facts else {},
         "flops": task.flops(workload),
         "compute_dtype": facts.compute_dtype if facts else "bfloat16",
         "min_bytes": task.min_bytes(workload),

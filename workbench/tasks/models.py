@@ -273,6 +273,10 @@ class TaskFacts(BaseModel):
             raise ValueError(f"{text!r} is not a Python expression")
         return text
 
+    def output_tolerances_json(self) -> dict[str, dict[str, float]]:
+        """The outputs' own tolerances as plain JSON (the worker's spec, `ptxwb tasks --json`)."""
+        return {name: tolerance.model_dump() for name, tolerance in self.output_tolerances.items()}
+
 
 class Sidecar(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -165,8 +165,9 @@ class KernelTrace(_Trace):
             self._subscriber = cupti.subscribe(launched, None)
         except Exception:  # noqa: BLE001 - one subscriber per process: without it, hangs go unnamed
             self._subscriber = None
-        # A hang's flush runs on its own thread, waited for a bounded time: a flush that never returns
-        # (seen on the H200 with more callback domains on) must not keep the watch thread from answering.
+        # A hang's flush runs on its own thread, waited for a bounded time: a flush that does not return
+        # must not keep the watch thread from answering (on the H200, with the runtime callback domain on
+        # too, no hang report came back within the worker's 3 s).
         self._flush_wanted, self._flushed = threading.Event(), threading.Event()
         threading.Thread(target=self._flush_on_demand, daemon=True).start()
 
@@ -202,7 +203,7 @@ class KernelTrace(_Trace):
         self.windows.clear()
 
     def naming(self, on: bool) -> None:
-        # Driver calls only: with the runtime domain on as well, a hung process's flush never returned
+        # Driver calls only: with the runtime domain on as well, a hung process gave no report in time
         # (the H200, 2026-12-03), and the driver domain already sees the runtime's launches.
         if self._subscriber is not None:
             self._cupti.enable_domain(int(on), self._subscriber, self._cupti.CallbackDomain.DRIVER_API)
