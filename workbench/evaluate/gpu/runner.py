@@ -29,6 +29,7 @@ from __future__ import annotations
 
 # Everything the harness will ever import is imported before the sandbox forbids new executable
 # memory: a C extension imported later could not be mapped.
+import ctypes
 import hashlib  # noqa: F401
 import json  # noqa: F401
 import os
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from workbench.evaluate.gpu import sandbox
+from workbench.evaluate.gpu import eager_kernels, sandbox
 from workbench.evaluate.gpu.baselines import Baseline, input_buffers, make_baselines
 from workbench.evaluate.gpu.child_protocol import decode_runner
 from workbench.evaluate.gpu.exchange import Exporter
@@ -225,6 +226,9 @@ class Runner:
 
             self.triton = triton_runtime.open_candidate(Path(spec["triton_entry"]))
         self.synchronize()
+        offsets = {}
+        if not spec.get("triton_entry") and self.device != "cpu":
+            offsets = eager_kernels.function_offsets(Path(request["library"]), request.get("kernels") or ())
         sandboxed = sandbox.available()
         if sandboxed:
             # Not dumpable and without capabilities: even as root, no candidate process reaches this
@@ -238,6 +242,7 @@ class Runner:
             self.module = self.triton.module()
         else:
             self.module = tvm_ffi.load_module(request["library"])
+            self._load_kernels_now(Path(request["library"]), offsets)
         self.run = self.module.run
         if sandboxed:
             sandbox.forbid_new_code()
@@ -257,6 +262,18 @@ class Runner:
             "notes": notes,
             "autotuned": autotuned,
         }
+
+    def _load_kernels_now(self, library: Path, offsets: dict[str, int]) -> None:
+        """The own kernels onto the GPU now (eager_kernels.py: so a hang's report is not held behind a
+        lazy load). Message-only: a kernel left lazy still runs, only a timeout may say less."""
+        base = eager_kernels.load_base(library) if offsets else None
+        if base is None or torch.version.cuda is None:
+            return
+        try:
+            runtime = ctypes.CDLL(f"libcudart.so.{torch.version.cuda.split('.')[0]}", mode=os.RTLD_NOLOAD)
+        except OSError:
+            return
+        eager_kernels.load_now(runtime, base, offsets)
 
     def prepare(self, request: dict) -> dict:
         self.sets[request["set"]].refresh(int(request["seed"]), fast=False)
