@@ -210,17 +210,15 @@ def test_the_next_runner_starts_with_the_first_stage_not_after_the_verdict(worke
     library = build_cpu({}, libraries)
     reply = worker.evaluate(library, stages=("correctness",), warm=False)
     assert reply["stages"]["correctness"]["status"] == "passed"
-    spare = worker.worker.spare
-    assert spare is not None and spare[0] == "cpu" and spare[1].alive() and worker.worker.spare_held
+    line = worker.worker.runners.line
+    assert [(s.device, s.held) for s in line] == [("cpu", True)] and line[0].child.alive()
+    spare = line[0].child
     again = worker.evaluate(library, stages=("correctness",), warm=False)
     assert again["stages"]["correctness"]["status"] == "passed"
     # The second candidate ran in that spare (closed with it) and started the next one held.
-    assert not spare[1].alive()
-    assert (
-        worker.worker.spare is not None
-        and worker.worker.spare[1] is not spare[1]
-        and worker.worker.spare_held
-    )
+    assert not spare.alive()
+    line = worker.worker.runners.line
+    assert len(line) == 1 and line[0].child is not spare and line[0].held
 
 
 def test_a_call_past_its_limit_is_asked_what_it_is_stuck_in_before_it_is_killed(worker, libraries) -> None:

@@ -167,17 +167,10 @@ def test_a_waiting_profiled_child_gives_up_once_its_worker_is_gone(tmp_path: Pat
     assert wait_for(tmp_path / "here", os.getpid()) is True
 
 
-class _NoRunner:
-    """Stands for the worker's spare runner: these tests are about its ncu runs only."""
-
-    def close(self) -> None:
-        pass
-
-
 def test_a_spare_ncu_run_with_other_sections_than_asked_is_replaced(tmp_path: Path) -> None:
     worker = Worker(io.StringIO())
     worker.ncu, worker.profiling_refused, worker.sanitizer_tool = stand_in(tmp_path, "hang"), None, None
-    worker.spare = ("cuda", _NoRunner())  # type: ignore[assignment]
+    worker.runners.gpu_depth = 0  # these tests are about its ncu runs only
     try:
         first = worker.take_profiler("hopper")
         assert not first.source_counters
@@ -215,7 +208,7 @@ def test_the_ncu_run_counts_the_pipe_of_the_tasks_family_and_a_spare_for_another
 ) -> None:
     worker = Worker(io.StringIO())
     worker.ncu, worker.profiling_refused, worker.sanitizer_tool = stand_in(tmp_path, "hang"), None, None
-    worker.spare = ("cuda", _NoRunner())  # type: ignore[assignment]
+    worker.runners.gpu_depth = 0  # these tests are about its ncu runs only
     try:
         bf16 = worker.take_profiler("hopper", "GMMA")
         assert "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum" in metrics_of(tmp_path, bf16)

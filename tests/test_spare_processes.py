@@ -23,19 +23,19 @@ def test_the_first_stage_starts_a_held_spare_runner_that_readies_only_once_relea
     }
     try:
         session = Session(worker, request)
-        assert worker.spare is None
+        assert worker.runners.line == []
         stage = run_stage(session, "no such stage", {"op": "stage", "stage": "no such stage"})
         assert stage["status"] == Status.infrastructure_error
-        assert worker.spare is not None and worker.spare_held
-        device, runner = worker.spare
-        assert device == "cpu" and runner.alive()
+        assert [(s.device, s.held) for s in worker.runners.line] == [("cpu", True)]  # one on the CPU
+        runner = worker.runners.line[0].child
+        assert runner.alive()
         # Held: nothing comes on its channel (its hello follows its CUDA context). Only looked at: a
         # receive() that times out would kill it.
         assert select.select([runner._read_fd], [], [], 3.0)[0] == []
         run_stage(session, "no such stage", {"op": "stage", "stage": "no such stage"})
-        assert worker.spare[1] is runner  # one spare per candidate, not one per stage
+        assert [s.child for s in worker.runners.line] == [runner]  # not one per stage
         worker.release_spares()
-        assert not worker.spare_held
+        assert not worker.runners.held
         ready = runner.receive(120.0)
         assert ready.ok and ready.data is not None and ready.data.get("type") == "ready", ready
     finally:

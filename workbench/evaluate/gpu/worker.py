@@ -39,7 +39,7 @@ import sys
 from typing import IO, Any, cast
 
 from workbench.evaluate.gpu import sandbox
-from workbench.evaluate.gpu.child_protocol import JudgeCommand, encode_judge, encode_runner
+from workbench.evaluate.gpu.child_protocol import JudgeCommand, encode_judge
 from workbench.evaluate.gpu.isolation import HOLD_ENV, Child
 from workbench.evaluate.gpu.protocol import (
     GPU_STAGES,
@@ -55,6 +55,7 @@ from workbench.evaluate.gpu.protocol import (
     encode_host,
 )
 from workbench.evaluate.gpu.session import Session
+from workbench.evaluate.gpu.spare_runners import SpareRunners
 from workbench.evaluate.gpu.stages import run_stage
 from workbench.evaluate.gpu.tool_process import ProfiledProcess, SanitizedProcess
 
@@ -102,13 +103,12 @@ def profiling_refusal(sandboxed: bool, landlock: int) -> str | None:
 
 
 class Worker:
-    """Serves requests; keeps the judge and one spare of each candidate process warm."""
+    """Serves requests; keeps the judge, spare runners and one spare of each tool run warm."""
 
     def __init__(self, out: IO[str]) -> None:
         self.out = out
         self.session: Session | None = None
-        self.spare: tuple[str, Child] | None = None
-        self.spare_held = False  # the spare runner waits for `start` before touching the GPU
+        self.runners = SpareRunners(self._start_runner)
         self.judges: dict[str, Child] = {}
         self.spare_profiler: ProfiledProcess | None = None
         self.spare_sanitizer: SanitizedProcess | None = None
@@ -134,12 +134,13 @@ class Worker:
 
     def take_runner(self, device: str) -> Child:
         self.release_spares()
-        spare, self.spare = self.spare, None
-        if spare is not None and spare[0] == device and spare[1].alive():
-            return spare[1]
-        if spare is not None:
-            spare[1].close()
-        return Child(child_argv(), env={"PTXWB_DEVICE": device}, wake=True)
+        return self.runners.take(device) or self._start_runner(device, False)
+
+    @staticmethod
+    def _start_runner(device: str, held: bool) -> Child:
+        return Child(
+            child_argv(), env={"PTXWB_DEVICE": device, **({HOLD_ENV: "1"} if held else {})}, wake=True
+        )
 
     def judge_request(self, device: str, message: JudgeCommand, timeout_s: float) -> dict[str, Any]:
         """A request to this device's judge (started on first use, restarted if it died): its answer, or
@@ -189,15 +190,14 @@ class Worker:
         return sanitizer or SanitizedProcess(self.sanitizer_tool, child_argv())
 
     def warm_spare(self, device: str, held: bool = False) -> None:
-        """Start the next candidate's processes now, so their start-up is off the clock: its runner, its
-        ncu run for the last target and required family, its memcheck run. `held` ones go as far as they
-        can without the GPU (the tools' own start, their children's and the runner's imports: about 5 s
-        on the H200, against 0.3 s of GPU set-up after the release) and wait to be released."""
+        """Start the next candidates' processes now, so their start-up is off the clock: runners
+        (spare_runners.py), the next one's ncu run for the last target and required family, its
+        memcheck run. `held` ones go as far as they can without the GPU (the tools' own start, their
+        children's and the runner's imports: about 5 s on the H200, against 0.3 s of GPU set-up after
+        the release) and wait to be released."""
         if not held:
             self.release_spares()
-        if self.spare is None:
-            env = {"PTXWB_DEVICE": device, **({HOLD_ENV: "1"} if held else {})}
-            self.spare, self.spare_held = (device, Child(child_argv(), env=env, wake=True)), held
+        self.runners.fill(device, held)
         if device == "cpu":
             return
         if self.spare_profiler is None and self.can_profile and self.ncu is not None and self.target:
@@ -210,9 +210,7 @@ class Worker:
     def release_spares(self) -> None:
         """Held spares may make their CUDA contexts now: nothing of the current candidate is timed or
         profiled any more."""
-        if self.spare is not None and self.spare_held:
-            self.spare[1].send(encode_runner({"cmd": "start"}))
-        self.spare_held = False
+        self.runners.release()
         for tool in (self.spare_profiler, self.spare_sanitizer):
             if tool is not None:
                 tool.start()
@@ -329,9 +327,7 @@ class Worker:
 
     def close(self) -> None:
         self._end_session(warm=False)
-        if self.spare is not None:
-            self.spare[1].close()
-            self.spare = None
+        self.runners.close()
         for judge in self.judges.values():
             judge.close()
         self.judges.clear()
