@@ -52,10 +52,14 @@ def test_only_functions_are_found(library: Path) -> None:
     assert function_offsets(library, ["keep_helper"]) == {}  # a data symbol
 
 
-def test_a_file_that_is_not_elf_gives_nothing(tmp_path: Path) -> None:
+def test_a_file_that_is_not_elf_or_is_cut_short_gives_nothing(tmp_path: Path, library: Path) -> None:
     text = tmp_path / "kernel.so"
     text.write_text("not a library")
     assert function_offsets(text, ["anything"]) == {}
+    cut = tmp_path / "cut.so"
+    cut.write_bytes(library.read_bytes()[:200])
+    assert function_offsets(cut, ["exported_entry"]) == {}
+    assert function_offsets(tmp_path / "missing.so", ["exported_entry"]) == {}
 
 
 def test_base_plus_offset_is_the_loaded_function(library: Path) -> None:

@@ -25,9 +25,15 @@ ATTRIBUTES_BYTES = 1024  # more than cudaFuncAttributes needs in any CUDA releas
 
 
 def function_offsets(library: Path, names: Iterable[str]) -> dict[str, int]:
-    """The address in `library` (before relocation) of each named function found in its symbol table."""
-    wanted = set(names)
-    data = library.read_bytes()
+    """The address in `library` (before relocation) of each named function found in its symbol table;
+    nothing from a file this reader cannot follow (the kernels then load at their first launch)."""
+    try:
+        return _symbols(library.read_bytes(), set(names))
+    except (OSError, struct.error, IndexError, ValueError):
+        return {}
+
+
+def _symbols(data: bytes, wanted: set[str]) -> dict[str, int]:
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return {}  # only 64-bit little-endian ELF, the only kind nvcc builds here
     (shoff,) = struct.unpack_from("<Q", data, 0x28)
