@@ -166,8 +166,9 @@ class KernelTrace(_Trace):
         except Exception:  # noqa: BLE001 - one subscriber per process: without it, hangs go unnamed
             self._subscriber = None
         # A hang's flush runs on its own thread, waited for a bounded time: a flush that does not return
-        # must not keep the watch thread from answering (on the H200, with the runtime callback domain on
-        # too, no hang report came back within the worker's 3 s).
+        # must not keep the watch thread from answering. On the H200 one never returned while a kernel
+        # queued behind the hung one waited for its lazy load (the runner now loads the candidate's
+        # kernels up front: eager_kernels.py); a kernel loaded some other way can still hold it.
         self._flush_wanted, self._flushed = threading.Event(), threading.Event()
         threading.Thread(target=self._flush_on_demand, daemon=True).start()
 
