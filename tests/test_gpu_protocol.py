@@ -68,7 +68,7 @@ RUNNER_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
     ({"ok": True, "exports": {}, "sandbox": False, "notes": [], "autotuned": None}, "load"),
     ({"ok": True}, "prepare"),
     ({"done": True, "changed": [], "trace": {"windows": []}}, "call"),
-    ({"ok": True, "baselines": ["cuBLAS"]}, "timing_start"),
+    ({"ok": True, "baselines": ["cuBLAS"], "empty_call": True}, "timing_start"),
     ({"armed": True, "changed": []}, "timing_prepare"),
     ({"done": True}, "timing_call"),
     ({"trace": {}, "changed": [], "l2_flush_bytes": 0}, "timing_end"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from workbench.evaluate.gpu import timing
 from workbench.evaluate.gpu.baselines import make_baselines
 from workbench.evaluate.gpu.timing import (
     PEAKS,
@@ -162,6 +163,46 @@ def test_a_short_kernel_may_hide_no_more_than_the_clocks_noise_on_the_host() -> 
     assert tiny(0.35)["status"] == "passed", tiny(0.35)["message"]  # 0.1 ms: what honest paths differ by
     long = stage_for([2.0] * 2, [2.0] * 2, walls={"candidate": [2.6] * 2, "0": [2.1] * 2})
     assert long["status"] == "passed", long["message"]
+
+
+def test_host_time_beyond_the_empty_call_and_its_allowance_is_counted_in() -> None:
+    """Each call is paired with the empty call beside it: the excess over the floor (or the share of a long
+    span) is added to the candidate's times, and the speedup is taken from them."""
+    decode = {**SPEC, "flops": None, "min_bytes": None}
+
+    def tiny(candidate_walls: list[float], empty: list[float]) -> dict:
+        walls = {"candidate": candidate_walls, "0": [0.25] * 3, "empty": empty}
+        return timing_stage(
+            attribute(trace([0.02] * 3, [0.02] * 3)), walls, {"0": "x"}, decode, {OWN}, "NVIDIA H200"
+        )
+
+    honest = tiny([0.23, 0.24, 0.22], [0.21, 0.22, 0.2])  # launch latency: 0.0 ms beyond the empty call
+    assert honest["status"] == "passed" and honest["host_charged_ms"] == 0
+    assert honest["candidate"]["median_ms"] == pytest.approx(0.02)
+    assert honest["host_excess_ms"] == pytest.approx(0.0, abs=1e-9)
+    assert honest["empty_call_ms"] == pytest.approx(0.21)
+    # 0.1 ms of host work on each call: the old rule lets it pass, the time it shows counts it.
+    hidden = tiny([0.33, 0.34, 0.32], [0.21, 0.22, 0.2])
+    assert hidden["status"] == "passed"
+    assert hidden["host_excess_ms"] == pytest.approx(0.1)
+    charged = 0.1 - timing.EMPTY_CALL_FLOOR_MS
+    assert hidden["host_charged_ms"] == pytest.approx(charged)
+    assert hidden["candidate"]["median_ms"] == pytest.approx(0.02 + charged)
+    assert hidden["speedup"] == pytest.approx(0.02 / (0.02 + charged))
+    assert "counted in" in hidden["message"]
+    # Paired per round: a slow round of the harness's own path is not the candidate's.
+    drifting = tiny([0.23, 0.53, 0.24], [0.21, 0.51, 0.22])
+    assert drifting["host_charged_ms"] == 0
+    # A long kernel is allowed its share of the span, not only the floor.
+    walls = {"candidate": [2.1] * 2, "0": [2.05] * 2, "empty": [0.02] * 2}
+    long = timing_stage(attribute(trace([2.0] * 2, [2.0] * 2)), walls, {"0": "x"}, SPEC, {OWN}, "NVIDIA H200")
+    assert long["host_excess_ms"] == pytest.approx(0.08) and long["host_charged_ms"] == 0
+
+
+def test_without_an_empty_call_nothing_is_counted_in() -> None:
+    """A Triton candidate's path has no empty twin: only the baseline's clock bounds it."""
+    stage = stage_for([1.0, 1.0], [1.0, 1.0], walls={"candidate": [1.2, 1.2], "0": [1.05, 1.05]})
+    assert "host_charged_ms" not in stage and stage["candidate"]["median_ms"] == pytest.approx(1.0)
 
 
 def test_timed_iterations_fill_the_budget_between_the_minimum_and_the_cap() -> None:

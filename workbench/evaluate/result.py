@@ -186,6 +186,17 @@ class TimingStage(StageBase):
         default=None, description="median clock time of a timed call beyond its kernels' GPU time"
     )
     baseline_host_overhead_ms: float | None = None
+    empty_call_ms: float | None = Field(
+        default=None,
+        description="median clock time of the candidate's path with an empty function in its place",
+    )
+    host_excess_ms: float | None = Field(
+        default=None,
+        description="median clock time of a timed call beyond its kernels and the empty call beside it",
+    )
+    host_charged_ms: float | None = Field(
+        default=None, description="host time per call beyond the allowance, added to the candidate's times"
+    )
     calls_checked: int | None = Field(
         default=None,
         description="timed calls whose outputs the judge checked against the reference: all of them",

@@ -47,7 +47,7 @@ class TimingPrepareCommand(TypedDict):
     """A timed call's fresh inputs, poisoned outputs and the L2 flush, off the clock."""
 
     cmd: Literal["timing_prepare"]
-    entrant: str  # "candidate" or a baseline's index
+    entrant: str  # "candidate", "empty" (the same path's empty call) or a baseline's index
     seed: int
 
 
@@ -104,6 +104,7 @@ class Called(TypedDict):
 class TimingStarted(TypedDict):
     ok: bool
     baselines: list[str]
+    empty_call: bool  # the candidate's call path can be timed empty (a TVM-FFI library's, not Triton's)
 
 
 class Armed(TypedDict):

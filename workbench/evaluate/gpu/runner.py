@@ -19,9 +19,10 @@ Requests (JSON lines on the private pipes, each with a `nonce` that the reply ec
 - `load {library, kernels, spec, timing}` -> `{ok, exports, sandbox}`
 - `prepare {set, seed}` -> `{ok}`: fresh values into the set's inputs, poison into its outputs
 - `call {set}` -> `{done, changed?, trace}`: marker kernel, the call, a readback marker, synchronize
-- `timing_start {}` -> `{ok, baselines}`: forget the timed calls so far
+- `timing_start {}` -> `{ok, baselines, empty_call}`: forget the timed calls so far
 - `timing_prepare {entrant, seed}` -> `{armed}`: a timed call's fresh inputs, poisoned outputs, the L2 flush
-- `timing_call {entrant}` -> `{done}`: the timed call and a synchronize
+- `timing_call {entrant}` -> `{done}`: the timed call and a synchronize; entrant `empty` is the candidate's
+  path with TVM-FFI's empty function in its place, the reference for its host time
 - `timing_end {}` -> `{trace}`: the records of every timed call
 """
 
@@ -138,6 +139,7 @@ class Runner:
         self.sets: dict[str, TensorSet] = {}
         self.baselines: list[Baseline] = []
         self.run: Callable[..., object] = _not_loaded
+        self.empty: Callable[..., object] | None = None  # TVM-FFI's `testing.nop`, for a library's path
         self.module: Any = None  # the candidate's module (TVM-FFI's, or the Triton file's)
         self.triton: Opened | None = None  # for a Triton candidate
         self.prints: dict[str, str] = {}
@@ -172,7 +174,7 @@ class Runner:
 
     def _extra(self) -> dict[str, object]:
         """What the fingerprint covers beyond the harness modules: the objects this runner holds."""
-        extra: dict[str, object] = {"run": self.run, "channel.write": self.channel.write}
+        extra: dict[str, object] = {"run": self.run, "empty": self.empty, "channel.write": self.channel.write}
         if self.triton is not None:
             from triton import knobs
 
@@ -226,6 +228,8 @@ class Runner:
 
             self.triton = triton_runtime.open_candidate(Path(spec["triton_entry"]))
         self.synchronize()
+        if not spec.get("triton_entry"):
+            self.empty = tvm_ffi.get_global_func("testing.nop", allow_missing=True)
         offsets = {}
         if not spec.get("triton_entry") and self.device != "cpu":
             offsets = eager_kernels.function_offsets(Path(request["library"]), request.get("kernels") or ())
@@ -307,7 +311,9 @@ class Runner:
     def timed_prepare(self, request: dict) -> dict:
         entrant, seed = request["entrant"], int(request["seed"])
         with self.trace.window("prep"):
-            if entrant == "candidate":
+            if entrant == "empty":
+                pass  # the candidate's last outputs stay for the judge
+            elif entrant == "candidate":
                 self.sets["same"].refresh(seed, fast=True)
             else:
                 baseline = self.baselines[int(entrant)]
@@ -330,6 +336,15 @@ class Runner:
                 self.run(*arguments)
             self.synchronize()
             return {"done": True}
+        if entrant == "empty" and self.empty is not None:
+            # The candidate's path step for step, TVM-FFI's empty function called on the same arguments.
+            arguments = self.sets["same"].arguments()
+            with self.trace.window("marker"):
+                self.marker.add_(1)
+            with self.trace.window("empty"):
+                self.empty(*arguments)
+            self.synchronize()
+            return {"done": True}
         baseline = self.baselines[int(entrant)]
         with self.trace.window(f"call:{entrant}"):
             baseline.call()
@@ -341,7 +356,8 @@ class Runner:
     def timed_start(self, request: dict) -> dict:
         self.synchronize()
         self.trace.clear()
-        return {"ok": True, "baselines": [baseline.name for baseline in self.baselines]}
+        names = [baseline.name for baseline in self.baselines]
+        return {"ok": True, "baselines": names, "empty_call": self.empty is not None}
 
     def timed_end(self, request: dict) -> dict:
         self.synchronize()

@@ -38,6 +38,13 @@ PEAKS = {
 # is what would let it scale below this.
 HOST_SLACK_MS = 0.15
 HOST_SLACK_SHARE = 0.25
+# Beside each candidate call the runner times its own path with TVM-FFI's empty function in the
+# candidate's place. What a call takes beyond its kernels and that empty call (paired per round, the
+# median) is the candidate's own host time: up to this floor or share of the span it goes uncounted
+# (launch latency, descriptor set-up), beyond it it is added to the candidate's time, so host work
+# cannot buy a speedup even at µs scale. PROVISIONAL: the floor is set from the honest corpus's spread.
+EMPTY_CALL_FLOOR_MS = 0.03
+EMPTY_CALL_SHARE = 0.05
 # The trace's clock and the worker's may drift apart by this much over one call.
 CLOCK_TOLERANCE = 1.02
 
@@ -122,12 +129,13 @@ def timing_stage(
                 Status.foreign_kernel,
                 f"timed calls launched kernels not defined in the candidate's module: {', '.join(foreign[:3])}",
             )
-        _add_rates(stage, spec, device_name)
         problem = _clock_problem(spans_of, walls, names)
         if problem is not None:
             stage["host_overhead_ms"], stage["baseline_host_overhead_ms"] = problem[2], problem[3]
             if problem[0]:
                 raise _Failed(problem[0], problem[1])
+        _charge_host_time(stage, spans_of["candidate"], walls)
+        _add_rates(stage, spec, device_name)
         if stage.get("faster_than_light"):
             raise _Failed(
                 Status.faster_than_light,
@@ -179,6 +187,21 @@ def _summarize_calls(stage: dict, trace: Attributed, names: dict[str, str]) -> d
     stage["baselines"] = [stats[e] for e in names]
     stage["iterations"] = candidate["iterations"]
     return spans_of
+
+
+def _charge_host_time(stage: dict, spans: Sequence[float], walls: dict[str, list[float]]) -> None:
+    """The candidate's host time beyond its empty call's and the allowance, added to its stats."""
+    mine, empty = walls.get("candidate") or [], walls.get("empty") or []
+    if not empty or len(mine) != len(spans) or len(empty) != len(spans):
+        return
+    excess = statistics.median(w - s - e for w, s, e in zip(mine, spans, empty, strict=True))
+    allowed = max(EMPTY_CALL_FLOOR_MS, EMPTY_CALL_SHARE * statistics.median(spans))
+    charged = max(0.0, excess - allowed)
+    stage.update(empty_call_ms=statistics.median(empty), host_excess_ms=excess, host_charged_ms=charged)
+    if charged:
+        candidate = stage["candidate"]
+        for key in ("median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms"):
+            candidate[key] += charged
 
 
 def _add_rates(stage: dict, spec: dict, device_name: str | None) -> None:
@@ -256,6 +279,11 @@ def timing_message(stage: dict) -> str:
         text += f"; {primary['name']} {primary['median_ms']:.4g} ms; speedup {stage['speedup']:.3f}x"
     for other in stage.get("baselines", [])[1:]:
         text += f"; {other['name']} {other['median_ms']:.4g} ms ({other['median_ms'] / candidate['median_ms']:.3f}x)"
+    if stage.get("host_charged_ms"):
+        text += (
+            f"; {stage['host_charged_ms']:.4g} ms of host time per call beyond the allowance counted in "
+            f"(the call took {stage['host_excess_ms']:.4g} ms more than its kernels and an empty call)"
+        )
     if stage.get("tflops"):
         text += f"; {stage['tflops']:.0f} TFLOP/s"
     if stage.get("speed_of_light_ms"):

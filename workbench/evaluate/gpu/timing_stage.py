@@ -23,10 +23,11 @@ RECORDED_CALLS = 3  # checked timed calls kept in the verdict when all passed
 class TimedRounds:
     """The calls of one timing stage: who is timed, each call's wall time, the seeds drawn so far."""
 
-    def __init__(self, session: Session, baselines: list[str]) -> None:
+    def __init__(self, session: Session, baselines: list[str], empty_call: bool) -> None:
         self.session = session
         self.names = {str(i): name for i, name in enumerate(baselines)}
-        self.entrants = ["candidate", *self.names]
+        # The empty call sits beside the candidate's in every round, whichever way the round runs.
+        self.entrants = ["candidate", *(["empty"] if empty_call else []), *self.names]
         self.walls: dict[str, list[float]] = {entrant: [] for entrant in self.entrants}
         self.calls = 0
         self.rounds = 0  # warm-up rounds
@@ -87,7 +88,7 @@ class TimedRounds:
 def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
     try:
         started = session.ask_runner({"cmd": "timing_start"}, "timing")
-        rounds = TimedRounds(session, started.get("baselines") or [])
+        rounds = TimedRounds(session, started.get("baselines") or [], bool(started.get("empty_call")))
         per_round = rounds.warm_up(warmup)
         count = timed_iterations(iterations, per_round, session.pace["timed_s"], MAX_ITERATIONS)
         session.ask_runner({"cmd": "timing_start"}, "timing")  # the warm-up's records are not kept
