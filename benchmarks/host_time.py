@@ -8,9 +8,9 @@ Every kernel goes through every tier of the `local` executor, one worker for all
    on every call (a device-properties query, a workspace malloc and free, a second stream), and with a
    busy wait on the host of 20 and 200 µs: host time that must be counted in, not hidden.
 For each: the GPU span's median, the call's clock time beyond it, the empty call's, their paired excess,
-what was counted in, the baseline's host time and the speedup. `--only SUBSTRING` keeps matching names.
+what was counted in, the baseline's host time and the speedup. `--only SUBSTRING` (repeatable) keeps the names holding one.
 
-`python benchmarks/host_time.py OUT.json [--only SUBSTRING]`
+`python benchmarks/host_time.py OUT.json [--only SUBSTRING ...]`
 """
 
 from __future__ import annotations
@@ -115,8 +115,8 @@ def show(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-async def measure(only: str | None, out: Path) -> None:
-    chosen = [c for c in candidates() if not only or only in c[0]]
+async def measure(only: list[str], out: Path) -> None:
+    chosen = [c for c in candidates() if not only or any(part in c[0] for part in only)]
     builds = tempfile.TemporaryDirectory(prefix="host-time-")
     cache = Path(builds.name)
     # Built concurrently first, so each evaluation's build is a cache hit and the GPU tiers run back to back.
@@ -150,7 +150,7 @@ async def measure(only: str | None, out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
-    parser.add_argument("--only")
+    parser.add_argument("--only", action="append", default=[])
     args = parser.parse_args()
     asyncio.run(measure(args.only, args.out))
 

@@ -140,6 +140,7 @@ class Runner:
         self.baselines: list[Baseline] = []
         self.run: Callable[..., object] = _not_loaded
         self.empty: Callable[..., object] | None = None  # TVM-FFI's `testing.nop`, for a library's path
+        self.done: torch.cuda.Event | None = None  # what a timed call's wait polls
         self.module: Any = None  # the candidate's module (TVM-FFI's, or the Triton file's)
         self.triton: Opened | None = None  # for a Triton candidate
         self.prints: dict[str, str] = {}
@@ -167,6 +168,18 @@ class Runner:
     def synchronize(self) -> None:
         if self.device != "cpu":
             torch.cuda.synchronize()
+
+    def settle(self) -> None:
+        """A timed call's wait for the GPU: polling, so the host wakes within microseconds whatever the
+        call's length. A blocking wait yields the thread after a spin and wakes 0.1-0.2 ms late after a
+        long kernel (H200, benchmarks/results/2026-12-03_host_time_28e0a81_h200.log): host time the empty
+        call beside the candidate's, which waits for no kernel, would not show."""
+        if self.done is None:  # a CPU device
+            return
+        self.done.record()
+        while not self.done.query():
+            pass
+        torch.cuda.synchronize()  # work the call left on other streams
 
     @property
     def library_modules(self) -> tuple[str, ...]:
@@ -221,6 +234,8 @@ class Runner:
         self.flush = torch.empty(l2_flush_bytes(self.device), dtype=torch.uint8, device=self.device)
         self.persisting = PersistingL2(self.device)
         self.marker = torch.zeros(1, dtype=torch.int32, device=self.device)
+        if self.device != "cpu":
+            self.done = torch.cuda.Event()
         self.marker.add_(1)
         self.exporter.warm()
         if spec.get("triton_entry"):
@@ -334,7 +349,7 @@ class Runner:
                 self.marker.add_(1)
             with self.trace.window("call:candidate"):
                 self.run(*arguments)
-            self.synchronize()
+            self.settle()
             return {"done": True}
         if entrant == "empty" and self.empty is not None:
             # The candidate's path step for step, TVM-FFI's empty function called on the same arguments.
@@ -343,12 +358,12 @@ class Runner:
                 self.marker.add_(1)
             with self.trace.window("empty"):
                 self.empty(*arguments)
-            self.synchronize()
+            self.settle()
             return {"done": True}
         baseline = self.baselines[int(entrant)]
         with self.trace.window(f"call:{entrant}"):
             baseline.call()
-        self.synchronize()
+        self.settle()
         with self.trace.window("clear"):
             baseline.clear()
         return {"done": True}
