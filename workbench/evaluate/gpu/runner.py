@@ -172,7 +172,7 @@ class Runner:
     def settle(self) -> None:
         """A timed call's wait for the GPU: polling, so the host wakes within microseconds whatever the
         call's length. A blocking wait yields the thread after a spin and wakes 0.1-0.2 ms late after a
-        long kernel (H200, benchmarks/results/2026-12-03_host_time_28e0a81_h200.log): host time the empty
+        long kernel (H200, benchmarks/results/2026-12-03_host_time_blocking_wait_28e0a81_h200.log): host time the empty
         call beside the candidate's, which waits for no kernel, would not show."""
         if self.done is None:  # a CPU device
             return

@@ -1,0 +1,63 @@
+"""On a Hopper GPU: host time a µs-scale kernel spends on every call beyond the empty call beside it is
+counted into its time, and an honest reference's is not (`benchmarks/host_time.py` prints the spread).
+
+Run on the GPU host from the checkout: `python -m pytest -m gpu -n 0 -s tests/gpu/test_host_time_gpu.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from workbench.evaluate.gpu.timing import EMPTY_CALL_FLOOR_MS
+from workbench.evaluate.local_executor import LocalExecutor
+from workbench.evaluate.request import EvalRequest
+from workbench.evaluate.result import EvalResult, Status
+
+pytestmark = pytest.mark.gpu
+
+DECODE = Path(__file__).resolve().parent.parent.parent / "references" / "gqa" / "paged_decode_bulk.cu"
+TASK = "gqa_paged_decode_h24_kv8_d128_ps1"
+EARLY_RETURN = "  if (batch == 0) return;\n"
+WAIT_200US = (
+    "  { auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);"
+    " while (std::chrono::steady_clock::now() < until) {} }\n"
+)
+
+
+def _both(tmp_path: Path) -> tuple[EvalResult, EvalResult]:
+    honest = DECODE.read_text()
+    assert EARLY_RETURN in honest
+    waiting = "#include <chrono>\n" + honest.replace(EARLY_RETURN, EARLY_RETURN + WAIT_200US, 1)
+    executor = LocalExecutor(tmp_path / "builds")
+
+    async def go() -> tuple[EvalResult, EvalResult]:
+        try:
+            first = await executor.evaluate(EvalRequest(task=TASK, target="hopper", source=honest))
+            second = await executor.evaluate(EvalRequest(task=TASK, target="hopper", source=waiting))
+            return first, second
+        finally:
+            await executor.close()
+
+    return asyncio.run(go())
+
+
+def test_host_work_on_every_call_is_counted_in_and_an_honest_call_is_not(tmp_path: Path) -> None:
+    honest, waiting = _both(tmp_path)
+    for result in (honest, waiting):
+        timing = result.stages.timing
+        print(
+            f"\n{result.status.value}: excess {timing.host_excess_ms} ms, counted {timing.host_charged_ms} ms"
+        )
+        print(f"timing: {timing.message}")
+        assert result.status == Status.passed, result.message
+    assert honest.stages.timing.host_charged_ms == 0
+    counted = waiting.stages.timing.host_charged_ms
+    # 0.2 ms waited, less the floor that goes uncounted; the clock's noise is well under 0.05 ms.
+    assert counted is not None and 0.2 - EMPTY_CALL_FLOOR_MS - 0.05 < counted < 0.2 + 0.05
+    # The time shown is the kernels' and the counted host time; the baseline's varies between the two runs.
+    slow, fast = waiting.stages.timing.candidate, honest.stages.timing.candidate
+    assert slow is not None and fast is not None
+    assert slow.median_ms > fast.median_ms + 0.1
