@@ -344,28 +344,26 @@ class Runner:
     def timed_call(self, request: dict) -> dict:
         entrant = request["entrant"]
         if entrant == "candidate":
-            arguments = self.sets["same"].arguments()
-            with self.trace.window("marker"):
-                self.marker.add_(1)
-            with self.trace.window("call:candidate"):
-                self.run(*arguments)
-            self.settle()
-            return {"done": True}
+            return self._own_path("call:candidate", self.run)
         if entrant == "empty" and self.empty is not None:
             # The candidate's path step for step, TVM-FFI's empty function called on the same arguments.
-            arguments = self.sets["same"].arguments()
-            with self.trace.window("marker"):
-                self.marker.add_(1)
-            with self.trace.window("empty"):
-                self.empty(*arguments)
-            self.settle()
-            return {"done": True}
+            return self._own_path("empty", self.empty)
         baseline = self.baselines[int(entrant)]
         with self.trace.window(f"call:{entrant}"):
             baseline.call()
         self.settle()
         with self.trace.window("clear"):
             baseline.clear()
+        return {"done": True}
+
+    def _own_path(self, label: str, function: Callable[..., object]) -> dict:
+        """The marker kernel, `function` on the timed set's arguments in window `label`, the wait."""
+        arguments = self.sets["same"].arguments()
+        with self.trace.window("marker"):
+            self.marker.add_(1)
+        with self.trace.window(label):
+            function(*arguments)
+        self.settle()
         return {"done": True}
 
     def timed_start(self, request: dict) -> dict:
