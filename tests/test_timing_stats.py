@@ -193,10 +193,15 @@ def test_host_time_beyond_the_empty_call_and_its_allowance_is_counted_in() -> No
     # Paired per round: a slow round of the harness's own path is not the candidate's.
     drifting = tiny([0.23, 0.53, 0.24], [0.21, 0.51, 0.22])
     assert drifting["host_charged_ms"] == 0
-    # A long kernel is allowed its share of the span, not only the floor.
-    walls = {"candidate": [2.1] * 2, "0": [2.05] * 2, "empty": [0.02] * 2}
-    long = timing_stage(attribute(trace([2.0] * 2, [2.0] * 2)), walls, {"0": "x"}, SPEC, {OWN}, "NVIDIA H200")
-    assert long["host_excess_ms"] == pytest.approx(0.08) and long["host_charged_ms"] == 0
+
+    # A long kernel is allowed its share of the span, not only the floor; past it, the rest is counted.
+    def long(candidate_wall: float) -> dict:
+        walls = {"candidate": [candidate_wall] * 2, "0": [2.5] * 2, "empty": [0.02] * 2}
+        raw = trace([2.0] * 2, [2.0] * 2)
+        return timing_stage(attribute(raw), walls, {"0": "x"}, SPEC, {OWN}, "NVIDIA H200")
+
+    assert long(2.4)["host_excess_ms"] == pytest.approx(0.38) and long(2.4)["host_charged_ms"] == 0
+    assert long(2.62)["host_charged_ms"] == pytest.approx(0.6 - timing.EMPTY_CALL_SHARE * 2.0)
 
 
 def test_without_an_empty_call_nothing_is_counted_in() -> None:
