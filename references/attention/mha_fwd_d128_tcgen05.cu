@@ -88,6 +88,23 @@ __device__ __forceinline__ void wait_phase(uint32_t bar, uint32_t phase) {
   asm volatile("tcgen05.fence::after_thread_sync;\n" ::: "memory");
 }
 
+// One product of K-major tiles (A: A_ROWS rows, B: B_ROWS rows, STEPS slices of K 16) into TMEM at `tmem`,
+// issued by thread 0 and waited for by every thread.
+template <int STEPS, int A_ROWS, int B_ROWS>
+__device__ __forceinline__ void product(uint32_t tmem, const __nv_bfloat16* a, const __nv_bfloat16* b, uint32_t bar,
+                                        uint32_t& phase) {
+  if (threadIdx.x == 0) {
+    asm volatile("tcgen05.fence::after_thread_sync;\n" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < STEPS; ++s) {
+      mma(tmem, a + s * A_ROWS * MMA_K, b + s * B_ROWS * MMA_K, instr_desc(B_ROWS, A_ROWS), s > 0);
+    }
+    commit(bar);
+  }
+  wait_phase(bar, phase);
+  phase ^= 1;
+}
+
 // 16 consecutive fp32 columns of this thread's TMEM lane.
 __device__ __forceinline__ void load16(uint32_t address, float* out) {
   uint32_t v[16];
@@ -159,16 +176,7 @@ __global__ void __launch_bounds__(BM) attention_tcgen05(const __nv_bfloat16* __r
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes -> the MMA's reads
     __syncthreads();
-    if (tid == 0) {
-      asm volatile("tcgen05.fence::after_thread_sync;\n" ::: "memory");
-#pragma unroll
-      for (int s = 0; s < D / MMA_K; ++s) {
-        mma(tmem + S_COLUMN, sq + s * BM * MMA_K, sk + s * BN * MMA_K, instr_desc(BN, BM), s > 0);
-      }
-      commit(bar);
-    }
-    wait_phase(bar, phase);
-    phase ^= 1;
+    product<D / MMA_K, BM, BN>(tmem + S_COLUMN, sq, sk, bar, phase);  // S = Q K^T
 
     // The online softmax of this thread's row, in the exp2 domain with the scale folded in.
     float scores[BN];
@@ -197,16 +205,7 @@ __global__ void __launch_bounds__(BM) attention_tcgen05(const __nv_bfloat16* __r
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     asm volatile("tcgen05.fence::before_thread_sync;\n" ::: "memory");
     __syncthreads();
-    if (tid == 0) {
-      asm volatile("tcgen05.fence::after_thread_sync;\n" ::: "memory");
-#pragma unroll
-      for (int s = 0; s < BN / MMA_K; ++s) {
-        mma(tmem + PV_COLUMN, sp + s * BM * MMA_K, svt + s * D * MMA_K, instr_desc(D, BM), s > 0);
-      }
-      commit(bar);
-    }
-    wait_phase(bar, phase);
-    phase ^= 1;
+    product<BN / MMA_K, BM, D>(tmem + PV_COLUMN, sp, svt, bar, phase);  // PV = P V
 #pragma unroll
     for (int c = 0; c < D; c += 16) {
       float pv[16];
