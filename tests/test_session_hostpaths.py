@@ -130,7 +130,10 @@ async def test_what_the_loop_yields_is_what_the_file_holds(tmp_path: Path) -> No
         == f"cache:{evaluation.result.stages.build.build_key}/kernel.sass"
     )
     assert evaluation.listings is not None and "HGMMA" in (evaluation.listings.text("sass") or "")
-    assert not leaks((tmp_path / "s.jsonl").read_text(), host_folders(cache, tmp_path))
+    text = (tmp_path / "s.jsonl").read_text()
+    found = leaks(text, host_folders(cache, tmp_path))
+    # On a failure, where in the file each folder stands.
+    assert not found, [text[max(0, text.find(f) - 300) : text.find(f) + 120] for f in found]
 
 
 @needs_nvcc
