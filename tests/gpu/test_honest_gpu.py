@@ -71,7 +71,8 @@ def test_each_honest_hopper_kernel_passes_every_tier(judge: Judge, path: Path) -
         f" {stages.dynamic.status.value} (tensor share {stages.dynamic.tensor_share}, other paths"
         f" {stages.dynamic.other_work_share}, profiled/timed {stages.dynamic.profiled_over_timed}) · timing"
         f" {timing.status.value} (speedup {timing.speedup}, host overhead {timing.host_overhead_ms} ms against"
-        f" the baseline's {timing.baseline_host_overhead_ms}) · {result.message}"
+        f" the baseline's {timing.baseline_host_overhead_ms}, {timing.host_excess_ms} ms beyond the empty call,"
+        f" {timing.host_charged_ms} ms counted in) · {result.message}"
     )
     assert stages.build.status == Status.passed, f"{stages.build.message} {stages.build.errors[:3]}"
     assert result.status == Status.passed, result.message
