@@ -46,6 +46,16 @@ REFERENCES = [
 ]
 # Host code inserted at the top of the decode reference's `run`, after its early return.
 ANCHOR = "  if (batch == 0) return;\n"
+
+
+def host_wait(microseconds: int) -> str:
+    """A busy wait on the host: host time with nothing else in it."""
+    return (
+        f"  {{ auto until = std::chrono::steady_clock::now() + std::chrono::microseconds({microseconds});"
+        " while (std::chrono::steady_clock::now() < until) {} }\n"
+    )
+
+
 HOST_STYLES = {
     "device_properties": (
         "  { cudaDeviceProp prop; TVM_FFI_CHECK(cudaGetDeviceProperties(&prop, q.device().device_id) == cudaSuccess,"
@@ -59,11 +69,17 @@ HOST_STYLES = {
         "  { cudaStream_t side; TVM_FFI_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) == cudaSuccess,"
         ' RuntimeError) << "stream"; cudaStreamDestroy(side); }\n'
     ),
-    "host_wait_20us": "  { auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);"
-    " while (std::chrono::steady_clock::now() < until) {} }\n",
-    "host_wait_200us": "  { auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);"
-    " while (std::chrono::steady_clock::now() < until) {} }\n",
+    "host_wait_20us": host_wait(20),
+    "host_wait_200us": host_wait(200),
 }
+
+
+def decode_with(style: str) -> str:
+    """The paged-decode reference with `HOST_STYLES[style]` at the top of every call."""
+    decode = (ROOT / DECODE[0]).read_text()
+    if ANCHOR not in decode:
+        raise ValueError(f"{DECODE[0]}: its early return, where the host code goes, moved")
+    return "#include <chrono>\n" + decode.replace(ANCHOR, ANCHOR + HOST_STYLES[style], 1)
 
 
 def git_sha() -> str:
@@ -80,13 +96,7 @@ def candidates() -> list[tuple[str, str, str]]:
     found += [
         (f"honest/{p.name}", HEADLINE, p.read_text()) for p in honest if not p.stem.startswith("blackwell")
     ]
-    decode = (ROOT / DECODE[0]).read_text()
-    assert ANCHOR in decode, "the decode reference's early return moved"
-    for style, code in HOST_STYLES.items():
-        source = decode.replace(ANCHOR, ANCHOR + code, 1)
-        if "<chrono>" not in source:
-            source = "#include <chrono>\n" + source
-        found.append((f"decode+{style}", DECODE[1], source))
+    found += [(f"decode+{style}", DECODE[1], decode_with(style)) for style in HOST_STYLES]
     return found
 
 

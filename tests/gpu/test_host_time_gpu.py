@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.host_time import DECODE, ROOT, decode_with
 from workbench.evaluate.gpu.timing import EMPTY_CALL_FLOOR_MS, EMPTY_CALL_SHARE
 from workbench.evaluate.local_executor import LocalExecutor
 from workbench.evaluate.request import EvalRequest
@@ -18,25 +19,16 @@ from workbench.evaluate.result import EvalResult, Status
 
 pytestmark = pytest.mark.gpu
 
-DECODE = Path(__file__).resolve().parent.parent.parent / "references" / "gqa" / "paged_decode_bulk.cu"
-TASK = "gqa_paged_decode_h24_kv8_d128_ps1"
-EARLY_RETURN = "  if (batch == 0) return;\n"
-WAIT_200US = (
-    "  { auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);"
-    " while (std::chrono::steady_clock::now() < until) {} }\n"
-)
-
 
 def _both(tmp_path: Path) -> tuple[EvalResult, EvalResult]:
-    honest = DECODE.read_text()
-    assert EARLY_RETURN in honest
-    waiting = "#include <chrono>\n" + honest.replace(EARLY_RETURN, EARLY_RETURN + WAIT_200US, 1)
+    honest = (ROOT / DECODE[0]).read_text()
+    waiting = decode_with("host_wait_200us")
     executor = LocalExecutor(tmp_path / "builds")
 
     async def go() -> tuple[EvalResult, EvalResult]:
         try:
-            first = await executor.evaluate(EvalRequest(task=TASK, target="hopper", source=honest))
-            second = await executor.evaluate(EvalRequest(task=TASK, target="hopper", source=waiting))
+            first = await executor.evaluate(EvalRequest(task=DECODE[1], target="hopper", source=honest))
+            second = await executor.evaluate(EvalRequest(task=DECODE[1], target="hopper", source=waiting))
             return first, second
         finally:
             await executor.close()
