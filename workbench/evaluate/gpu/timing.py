@@ -45,8 +45,9 @@ HOST_SLACK_SHARE = 0.25
 # bound above) it fails. On the H200 (benchmarks/results/2026-12-03_host_time_40c5cb4_h200.log) the
 # references' excess was -0.004 to 0.017 ms below 1 ms of span, a per-call device-properties query or
 # stream creation 0.04 ms: the floor. A per-call malloc and free took 0.10 ms (counted at µs scale); an
-# honest kernel's stream-ordered workspace 1.46 ms at 9.8 ms of span, which the harness's wait after every
-# call returns to the driver (in a pipelined loop it overlaps the GPU's work): the share leaves it out.
+# honest kernel's stream-ordered workspace 1.46 ms at 9.8 ms of span (likely the pool handed back at the
+# harness's wait after every call, not measured apart; in a pipelined loop it overlaps the GPU's work):
+# the share leaves it out.
 EMPTY_CALL_FLOOR_MS = 0.05
 EMPTY_CALL_SHARE = HOST_SLACK_SHARE
 # The trace's clock and the worker's may drift apart by this much over one call.
