@@ -140,7 +140,7 @@ class Runner:
         self.baselines: list[Baseline] = []
         self.run: Callable[..., object] = _not_loaded
         self.empty: Callable[..., object] | None = None  # TVM-FFI's `testing.nop`, for a library's path
-        self.done: torch.cuda.Event | None = None  # what a timed call's wait polls
+        self.landed: torch.Tensor | None = None  # pinned: where a timed call's wait sees the GPU done
         self.module: Any = None  # the candidate's module (TVM-FFI's, or the Triton file's)
         self.triton: Opened | None = None  # for a Triton candidate
         self.prints: dict[str, str] = {}
@@ -170,14 +170,19 @@ class Runner:
             torch.cuda.synchronize()
 
     def settle(self) -> None:
-        """A timed call's wait for the GPU: polling, so the host wakes within microseconds whatever the
-        call's length. A blocking wait yields the thread after a spin and wakes 0.1-0.2 ms late after a
-        long kernel (H200, benchmarks/results/2026-12-03_host_time_blocking_wait_28e0a81_h200.log): host time the empty
-        call beside the candidate's, which waits for no kernel, would not show."""
-        if self.done is None:  # a CPU device
+        """A timed call's wait for the GPU: the caller's stream copies the marker into pinned host memory
+        and the host spins on that memory, so it wakes within microseconds whatever the call's length
+        and makes no API call while it waits. A blocking wait woke 0.1-0.2 ms late after a long kernel
+        (H200, benchmarks/results/2026-12-03_host_time_blocking_wait_28e0a81_h200.log), host time the
+        empty call beside the candidate's would not show; polling an event made two API records per
+        poll for CUPTI to deliver (2026-12-04_latency_696ce2d_h200.log: the timing stage 0.5 s longer)."""
+        if self.landed is None:  # a CPU device
             return
-        self.done.record()
-        while not self.done.query():
+        host = self.landed.numpy()
+        host[0] = -1  # the marker counts up from 0: the copy's arrival is the only way out
+        with self.trace.window("settle"):
+            self.landed.copy_(self.marker, non_blocking=True)
+        while host[0] == -1:
             pass
         torch.cuda.synchronize()  # work the call left on other streams
 
@@ -235,7 +240,7 @@ class Runner:
         self.persisting = PersistingL2(self.device)
         self.marker = torch.zeros(1, dtype=torch.int32, device=self.device)
         if self.device != "cpu":
-            self.done = torch.cuda.Event()
+            self.landed = torch.full((1,), -1, dtype=torch.int32, pin_memory=True)
         self.marker.add_(1)
         self.exporter.warm()
         if spec.get("triton_entry"):
