@@ -1,6 +1,9 @@
-"""On a GPU: torch's flash-attention kernels, which may answer for the task's reference when every timed
-call of an attention task is checked (fast_reference.py), lie within half the task's tolerance of that
-reference at every workload of the bf16 attention tasks; a call half a tolerance off them is judged in full.
+"""On a GPU: how far torch's flash-attention kernels lie from each bf16 attention task's reference, per
+workload (printed as the worst element's share of the tolerance). Where they lie within half of it, the
+judge may check timed calls against them (fast_reference.py), and a call within the other half of them is
+within the task's tolerance of the reference; a call half a tolerance off them is judged in full. At
+4d54247 on the H200 the non-causal forward was within half at every workload (0.10-0.20); causal
+outputs and the backward's dQ/dK/dV at S=512 were not (0.75-0.98): those are judged in full.
 
 Run on the GPU host from the checkout: `python -m pytest -m gpu -n 0 -s tests/gpu/test_fast_reference_gpu.py`.
 """
@@ -52,7 +55,19 @@ def test_the_library_answer_is_within_half_the_tolerance_of_the_reference(name: 
             limit = torch.maximum(torch.full_like(error, atol), rtol * want.float().abs())
             shares.append(round(float((error / limit).max()), 3))
         print(f"{name} {spec['axes']}: library error, worst share of the tolerance per output {shares}")
-        assert within_half([f.to(d) for f, d in zip(fast, dtypes, strict=True)], expected, tolerances)
+        library = [f.to(d) for f, d in zip(fast, dtypes, strict=True)]
+        if within_half(library, expected, tolerances):
+            # The chain the judge relies on: a call as far from the library as the quick check allows.
+            call = [  # in float32: the chain is arithmetic, bf16's rounding of the call aside
+                f.float() + 0.49 * torch.maximum(torch.full_like(f.float(), a), r * f.float().abs())
+                for f, (a, r) in zip(library, tolerances, strict=True)
+            ]
+            assert within_half(call, library, tolerances)
+            doubled = [(2 * a, 2 * r) for a, r in tolerances]
+            assert within_half(call, expected, doubled)  # within the task's full tolerance
+        else:
+            # Only the non-causal forward was measured within half everywhere: a change there is news.
+            assert spec["family"] != "attention_forward" or spec["causal"], shares
         # A call half a tolerance off the library's answer is not passed quickly against it.
         atol, rtol = tolerances[0]
         off = fast[0].float() + torch.maximum(
