@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import platform
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from workbench.bench.runner import SweepRunner
 from workbench.bench.spec import parse_spec
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import EvalRequest
+from workbench.provenance import revision
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "tests" / "data" / "kernels"
@@ -38,13 +38,6 @@ def kernels() -> list[str]:
 def answers(turns: int) -> list[str]:
     sources = kernels()
     return [f"Turn {t}.\n\n```cuda\n{sources[t % len(sources)]}```\n" for t in range(turns)]
-
-
-def git_sha() -> str:
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, cwd=ROOT
-    )
-    return done.stdout.strip() or "?"
 
 
 async def bare(requests: list[EvalRequest], cache: Path) -> float:
@@ -94,7 +87,7 @@ async def main() -> None:
         sweep_s = time.perf_counter() - began
     n = len(requests)
     extra = (sweep_s - bare_s) / n
-    sha = git_sha()
+    sha = revision()
     print(f"# bench_sweep: {time.strftime('%Y-%m-%d')}, git {sha}, {args.machine} ({platform.machine()}, "
           f"{os.cpu_count()} cores, python {platform.python_version()})")  # fmt: skip
     print(f"trajectories {args.trajectories} x turns {args.turns} = {n} evaluations (static executor, warm cache; "

@@ -19,8 +19,6 @@ import argparse
 import asyncio
 import datetime
 import json
-import os
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from workbench.evaluate.build.nvcc import build, build_toolchain
 from workbench.evaluate.local_executor import LocalExecutor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult
+from workbench.provenance import revision
 from workbench.tasks import get_target
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,13 +81,6 @@ def decode_with(style: str) -> str:
     return "#include <chrono>\n" + decode.replace(ANCHOR, ANCHOR + HOST_STYLES[style], 1)
 
 
-def git_sha() -> str:
-    if os.environ.get("PTXWB_GIT_SHA"):
-        return os.environ["PTXWB_GIT_SHA"]
-    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
-    return done.stdout.strip() or "unknown"
-
-
 def candidates() -> list[tuple[str, str, str]]:
     """(name, task, source) for every kernel measured."""
     found = [(Path(path).name, task, (ROOT / path).read_text()) for path, task in REFERENCES]
@@ -136,7 +128,7 @@ async def measure(only: list[str], out: Path) -> None:
     executor = LocalExecutor(cache)
     report = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "git_sha": git_sha(),
+        "git_sha": revision(),
         "rows": [],
     }
     try:

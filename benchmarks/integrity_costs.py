@@ -23,6 +23,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from workbench.provenance import revision
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCES = {
     "gemm_n7168_k5120": "references/gemm/04_ws_persistent.cu",
@@ -32,13 +34,6 @@ REFERENCES = {
     "mha_bwd_d128_causal": "references/attention/mha_bwd_d128_causal.cu",
 }
 EARLIER = ROOT / "benchmarks" / "results" / "2026-11-29_references_eval_h200.json"
-
-
-def git_sha() -> str:
-    if os.environ.get("PTXWB_GIT_SHA"):
-        return os.environ["PTXWB_GIT_SHA"]
-    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
-    return done.stdout.strip() or "unknown"
 
 
 def row(task: str, result, wall_s: float) -> dict:
@@ -157,7 +152,7 @@ def main() -> None:
     cache = Path(os.environ.get("PTXWB_CACHE", "/tmp/ptxwb-cache"))
     report: dict = {
         "date": datetime.date.today().isoformat(),
-        "git_sha": git_sha(),
+        "git_sha": revision(),
         "device": subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
             capture_output=True,

@@ -30,17 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workbench.provenance import revision
+
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "gemm_n7168_k5120"
 REFERENCE = ROOT / "references" / "gemm" / "04_ws_persistent.cu"
 TIERS = ("correctness", "timing", "dynamic")
-
-
-def git_sha() -> str:
-    if os.environ.get("PTXWB_GIT_SHA"):
-        return os.environ["PTXWB_GIT_SHA"]
-    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
-    return done.stdout.strip() or "unknown"
 
 
 def measured(stages: dict[str, Any], phases: dict[str, float] | None, wall_s: float) -> dict[str, Any]:
@@ -208,7 +203,7 @@ def main() -> None:
     env = dict(os.environ)
     report: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "git_sha": git_sha(),
+        "git_sha": revision(),
         "task": TASK,
         "reference": str(REFERENCE.relative_to(ROOT)),
     }
