@@ -36,6 +36,7 @@ import json  # noqa: F401
 import os
 import secrets  # noqa: F401
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from workbench.evaluate.gpu.triton_runtime import Opened
 
 # Checked after every call: the code on the path of a call and its reply.
+FAULT_POLL_S = 1e-3  # how often a timed call's wait asks whether the call faulted
 HARNESS_MODULES = (
     "workbench.evaluate.gpu.runner",
     "workbench.evaluate.gpu.l2_reset",
@@ -141,6 +143,7 @@ class Runner:
         self.run: Callable[..., object] = _not_loaded
         self.empty: Callable[..., object] | None = None  # TVM-FFI's `testing.nop`, for a library's path
         self.landed: torch.Tensor | None = None  # pinned: where a timed call's wait sees the GPU done
+        self.done: torch.cuda.Event | None = None  # behind the copy to `landed`: raises a call's fault
         self.module: Any = None  # the candidate's module (TVM-FFI's, or the Triton file's)
         self.triton: Opened | None = None  # for a Triton candidate
         self.prints: dict[str, str] = {}
@@ -171,19 +174,25 @@ class Runner:
 
     def settle(self) -> None:
         """A timed call's wait for the GPU: the caller's stream copies the marker into pinned host memory
-        and the host spins on that memory, so it wakes within microseconds whatever the call's length
-        and makes no API call while it waits. A blocking wait woke 0.1-0.2 ms late after a long kernel
-        (H200, benchmarks/results/2026-12-03_host_time_blocking_wait_28e0a81_h200.log), host time the
-        empty call beside the candidate's would not show; polling an event made two API records per
-        poll for CUPTI to deliver (2026-12-04_latency_696ce2d_h200.log: the timing stage 0.5 s longer)."""
-        if self.landed is None:  # a CPU device
+        and the host spins on that memory, so it wakes within microseconds whatever the call's length.
+        A blocking wait woke 0.1-0.2 ms late after a long kernel (H200,
+        benchmarks/results/2026-12-03_host_time_blocking_wait_28e0a81_h200.log), host time the empty call
+        beside the candidate's would not show; polling an event made two API records per poll for CUPTI
+        to deliver (2026-12-04_latency_696ce2d_h200.log: the timing stage 0.5 s longer). The event behind
+        the copy is asked once a millisecond: a call that faulted leaves the copy undone, and the query
+        raises the fault as a blocking wait would have."""
+        if self.landed is None or self.done is None:  # a CPU device
             return
         host = self.landed.numpy()
         host[0] = -1  # the marker counts up from 0: the copy's arrival is the only way out
         with self.trace.window("settle"):
             self.landed.copy_(self.marker, non_blocking=True)
+            self.done.record()
+        ask_at = time.perf_counter() + FAULT_POLL_S
         while host[0] == -1:
-            pass
+            if time.perf_counter() > ask_at:
+                self.done.query()
+                ask_at = time.perf_counter() + FAULT_POLL_S
         torch.cuda.synchronize()  # work the call left on other streams
 
     @property
@@ -241,6 +250,7 @@ class Runner:
         self.marker = torch.zeros(1, dtype=torch.int32, device=self.device)
         if self.device != "cpu":
             self.landed = torch.full((1,), -1, dtype=torch.int32, pin_memory=True)
+            self.done = torch.cuda.Event()
         self.marker.add_(1)
         self.exporter.warm()
         if spec.get("triton_entry"):
