@@ -179,6 +179,8 @@ HOSTILES: dict[str, tuple[tuple[str, ...], int | None, str, str, Callable[[dict]
         "incorrect_numerical",
         _message_has("timed calls were wrong"),
     ),
+    # A fault in a timed call is reported as the fault, not as a wait that never ended.
+    "fault_when_timed": (("wgmma",), None, "timing", "runtime_error", _message_has("illegal memory access")),
     # The profiled call's inputs are no longer the public seed's: it runs the SIMT path every timed call ran.
     "seed_values": (
         ("wgmma", "simt"),
