@@ -1,8 +1,8 @@
-"""The Blackwell attention forward reference (references/attention/mha_fwd_d128_tcgen05.cu) through the real
-build and the static tier for sm_100a (nvcc, cuobjdump; no GPU): it must build without spills and hold the
-task's Blackwell family, tcgen05.mma (UTCHMMA, both products), with its Tensor Memory loads and the
-mbarrier its commits arrive on, and no Hopper wgmma. It has never run on a Blackwell GPU; this is all that
-is checked of it."""
+"""The Blackwell attention forward references (references/attention/mha_fwd_d128[_causal]_tcgen05.cu) through
+the real build and the static tier for sm_100a (nvcc, cuobjdump; no GPU): each must build without spills and
+hold the task's Blackwell family, tcgen05.mma (UTCHMMA, both products), with its Tensor Memory loads and the
+mbarrier its commits arrive on, and no Hopper wgmma. Neither has run on a Blackwell GPU; this is all that
+is checked of them."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import Status
 from workbench.tasks import Catalogue
 
-SOURCE = Path(__file__).resolve().parent.parent / "references" / "attention" / "mha_fwd_d128_tcgen05.cu"
-TASK = "mha_with_lse_d128"
+FOLDER = Path(__file__).resolve().parent.parent / "references" / "attention"
+PLAIN = FOLDER / "mha_fwd_d128_tcgen05.cu"
+CAUSAL = FOLDER / "mha_fwd_d128_causal_tcgen05.cu"
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +28,30 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_attention_forward_requires_tcgen05_mma_on_blackwell() -> None:
-    assert Catalogue.load().get(TASK).target("blackwell").required_family == "TCGEN05_MMA"
+    catalogue = Catalogue.load()
+    for task in ("mha_with_lse_d128", "mha_with_lse_d128_causal"):
+        assert catalogue.get(task).target("blackwell").required_family == "TCGEN05_MMA"
+
+
+def test_the_causal_file_is_the_plain_file_with_the_switch_on() -> None:
+    plain, causal = PLAIN.read_text().splitlines(), CAUSAL.read_text().splitlines()
+    differing = [(a, b) for a, b in zip(plain, causal, strict=True) if a != b]
+    assert differing == [
+        (
+            "#define ATTN_CAUSAL false  // this file is the plain variant",
+            "#define ATTN_CAUSAL true  // this file is the causal variant",
+        )
+    ]
 
 
 @needs_nvcc
-def test_blackwell_attention_reference_builds_and_passes_static_with_tcgen05(cache: Path) -> None:
-    request = EvalRequest(task=TASK, target="blackwell", source=SOURCE.read_text())  # type: ignore[arg-type]
+@pytest.mark.parametrize(
+    ("source", "task"), [(PLAIN, "mha_with_lse_d128"), (CAUSAL, "mha_with_lse_d128_causal")]
+)
+def test_blackwell_attention_reference_builds_and_passes_static_with_tcgen05(
+    cache: Path, source: Path, task: str
+) -> None:
+    request = EvalRequest(task=task, target="blackwell", source=source.read_text())  # type: ignore[arg-type]
     result = asyncio.run(make_executor("static", cache).evaluate(request, None))
     build, static = result.stages.build, result.stages.static
     assert build.status == Status.passed, build.errors or build.compiler_output

@@ -1,4 +1,5 @@
-// Attention forward on Blackwell sm_100a, head dim 128, plain (task mha_with_lse_d128).
+// Attention forward on Blackwell sm_100a, head dim 128 (task mha_with_lse_d128 and, with the switch below on,
+// mha_with_lse_d128_causal: key j is visible to query i iff j <= i).
 // Built and static-checked only: no Blackwell GPU has run it (tests/test_blackwell_attention_reference.py).
 //
 // O = softmax(Q K^T / sqrt(128)) V and LSE = logsumexp of the scaled scores (natural log), for
@@ -20,6 +21,8 @@
 
 #include <tvm/ffi/extra/c_env_api.h>
 #include <tvm/ffi/tvm_ffi.h>
+
+#define ATTN_CAUSAL false  // this file is the plain variant
 
 namespace {
 
@@ -129,6 +132,7 @@ __device__ __forceinline__ void stage_rows(__nv_bfloat16* tile, const __nv_bfloa
   }
 }
 
+template <bool CAUSAL>
 __global__ void __launch_bounds__(BM) attention_tcgen05(const __nv_bfloat16* __restrict__ q,
                                                         const __nv_bfloat16* __restrict__ k,
                                                         const __nv_bfloat16* __restrict__ v,
@@ -144,6 +148,7 @@ __global__ void __launch_bounds__(BM) attention_tcgen05(const __nv_bfloat16* __r
   const int tid = threadIdx.x, warp = tid / 32;
   const size_t head = static_cast<size_t>(blockIdx.y) * seq * D;
   const int q0 = blockIdx.x * BM;
+  const int row = q0 + tid;
   const uint32_t bar = smem_u32(&bar_storage);
 
   if (warp == 0) {
@@ -164,8 +169,9 @@ __global__ void __launch_bounds__(BM) attention_tcgen05(const __nv_bfloat16* __r
   for (int j = 0; j < D; ++j) acc[j] = 0.f;
   float row_max = -INFINITY, row_sum = 0.f;
   uint32_t phase = 0;
+  const int keys = CAUSAL ? q0 + BM : seq;  // a causal CTA's last key block ends at its last row
 
-  for (int k0 = 0; k0 < seq; k0 += BN) {
+  for (int k0 = 0; k0 < keys; k0 += BN) {
     // The last block's MMAs were waited for and its TMEM reads are done: the tiles may be overwritten.
     asm volatile("tcgen05.fence::before_thread_sync;\n" ::: "memory");
     __syncthreads();
@@ -178,14 +184,15 @@ __global__ void __launch_bounds__(BM) attention_tcgen05(const __nv_bfloat16* __r
     __syncthreads();
     product<D / MMA_K, BM, BN>(tmem + S_COLUMN, sq, sk, bar, phase);  // S = Q K^T
 
-    // The online softmax of this thread's row, in the exp2 domain with the scale folded in.
+    // The online softmax of this thread's row, in the exp2 domain with the scale folded in. Key 0 is
+    // visible to every row, so the first block leaves every row's max finite.
     float scores[BN];
 #pragma unroll
     for (int c = 0; c < BN; c += 16) load16(tmem + lane_base + S_COLUMN + c, scores + c);
     float block_max = row_max;
 #pragma unroll
     for (int j = 0; j < BN; ++j) {
-      scores[j] *= scale_log2;
+      scores[j] = (CAUSAL && k0 + j > row) ? -INFINITY : scores[j] * scale_log2;
       block_max = fmaxf(block_max, scores[j]);
     }
     const float rescale = exp2f(row_max - block_max);
@@ -215,7 +222,6 @@ __global__ void __launch_bounds__(BM) attention_tcgen05(const __nv_bfloat16* __r
     }
   }
 
-  const int row = q0 + tid;
   const float inverse = row_sum > 0.f ? 1.f / row_sum : 0.f;
   __nv_bfloat16* out = o + head + static_cast<size_t>(row) * D;
 #pragma unroll
@@ -249,12 +255,12 @@ void run(tvm::ffi::TensorView Q, tvm::ffi::TensorView K, tvm::ffi::TensorView V,
   TVM_FFI_CHECK(seq % BM == 0 && seq > 0, ValueError) << "S must be a positive multiple of 128";
   const int device = Q.device().device_id;
   auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, device));
-  TVM_FFI_CHECK(cudaFuncSetAttribute(attention_tcgen05, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  TVM_FFI_CHECK(cudaFuncSetAttribute(attention_tcgen05<ATTN_CAUSAL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(SMEM_BYTES)) == cudaSuccess,
                 RuntimeError)
       << "cannot raise the shared-memory limit";
   const float scale_log2 = LOG2E / sqrtf(static_cast<float>(D));
-  attention_tcgen05<<<dim3(static_cast<unsigned>(seq / BM), static_cast<unsigned>(batch * heads)), BM, SMEM_BYTES,
+  attention_tcgen05<ATTN_CAUSAL><<<dim3(static_cast<unsigned>(seq / BM), static_cast<unsigned>(batch * heads)), BM, SMEM_BYTES,
                       stream>>>(static_cast<const __nv_bfloat16*>(Q.data_ptr()),
                                 static_cast<const __nv_bfloat16*>(K.data_ptr()),
                                 static_cast<const __nv_bfloat16*>(V.data_ptr()),
