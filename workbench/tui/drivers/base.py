@@ -7,14 +7,15 @@ screen) and takes the person's controls. The screen renders; the driver holds th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
-
-from textual.app import App
+from typing import TYPE_CHECKING, Any, Protocol
 
 from workbench.agent.items import LiveItem
 from workbench.errors import UserError
 from workbench.session.events import Event
 from workbench.tui.replay import ReplayDelta
+
+if TYPE_CHECKING:  # a headless driver (benchmarks/latency.py on the GPU host) runs without textual
+    from textual.app import App
 
 Item = Event | LiveItem | ReplayDelta
 
