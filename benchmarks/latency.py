@@ -13,6 +13,8 @@ dynamic, the floor nothing can go below):
 Each figure's speedup against cuBLAS is recorded too, so a move in an honest speedup shows.
 
 `python benchmarks/latency.py OUT.json [--rounds R] [--sweep N]`
+Figure 3 watches the file with watchfiles, which a bare GPU host lacks: add its wheels to the worker's
+(`device-wheels watchfiles==1.3.0 anyio==4.16.0 idna==3.20 sniffio==1.3.1`, the core lock's versions).
 """
 
 from __future__ import annotations
