@@ -1,6 +1,6 @@
 // Attention backward on Blackwell sm_100a, head dim 128 (task mha_bwd_d128 and, with the switch below on,
 // mha_bwd_d128_causal: key j is visible to query i iff j <= i). Built and static-checked only: no Blackwell
-// GPU has run it (tests/test_blackwell_attention_backward_reference.py).
+// GPU has run it (tests/test_blackwell_attention_references.py).
 //
 // Q, K, V, O, dO [B, H, S, 128] bf16 and LSE [B, H, S] fp32 (natural log, from the forward) give dQ, dK, dV
 // [B, H, S, 128] bf16, with P = exp(Q K^T / sqrt(128) - LSE), dV = P^T dO, dP = dO V^T,

@@ -1,6 +1,6 @@
 // Attention forward on Blackwell sm_100a, head dim 128 (task mha_with_lse_d128 and, with the switch below on,
 // mha_with_lse_d128_causal: key j is visible to query i iff j <= i).
-// Built and static-checked only: no Blackwell GPU has run it (tests/test_blackwell_attention_reference.py).
+// Built and static-checked only: no Blackwell GPU has run it (tests/test_blackwell_attention_references.py).
 //
 // O = softmax(Q K^T / sqrt(128)) V and LSE = logsumexp of the scaled scores (natural log), for
 // Q, K, V, O [B, H, S, 128] bf16 and LSE [B, H, S] fp32. One CTA of 128 threads per 128 query rows of one

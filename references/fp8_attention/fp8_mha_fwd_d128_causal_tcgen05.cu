@@ -1,6 +1,6 @@
 // FP8 attention forward on Blackwell sm_100a, head dim 128 (tasks fp8_mha_with_lse_d128 and, with the
 // switch below on, fp8_mha_with_lse_d128_causal). Built and static-checked only: no Blackwell GPU has run it
-// (tests/test_fp8_blackwell_attention_reference.py).
+// (tests/test_blackwell_attention_references.py).
 //
 // Q, K, V [B, H, L, 128] e4m3 with per-tensor fp32 descales (device tensors [1,1,1,1], read in the kernel).
 // S = Q K^T * dq * dk / sqrt(128); O = softmax(S) V * dv written as e4m3 (saturating at +-448); LSE =
