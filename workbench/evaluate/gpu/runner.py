@@ -57,8 +57,8 @@ from workbench.evaluate.gpu.protocol import ProtocolError
 if TYPE_CHECKING:
     from workbench.evaluate.gpu.triton_runtime import Opened
 
-# Checked after every call: the code on the path of a call and its reply.
 FAULT_POLL_S = 1e-3  # how often a timed call's wait asks whether the call faulted
+# Checked after every call: the code on the path of a call and its reply.
 HARNESS_MODULES = (
     "workbench.evaluate.gpu.runner",
     "workbench.evaluate.gpu.l2_reset",
