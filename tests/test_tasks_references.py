@@ -100,3 +100,18 @@ def test_the_static_executor_judges_the_fp8_gemm_by_qgmma(cache: Path) -> None:
     assert static.required_family == "QGMMA" and static.required_present
     assert static.families["QGMMA"] == static.opcodes["QGMMA"] > 0
     assert result.message.startswith("build and static passed")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("interval", [64, 128])
+def test_the_fp8_gemms_other_promotion_intervals_build_and_hold_qgmma(interval: int, cache: Path) -> None:
+    """The intervals the task's 99 % rule may allow (the file's default, 32, is the test above)."""
+    source = f"#define FP8_PROMOTE_K {interval}\n" + (REFERENCES / "fp8_gemm/fp8_gemm_1d2d_ws.cu").read_text()
+    request = EvalRequest(task="fp8_gemm_nt_1d2d_n4096_k7168", target="hopper", source=source)  # type: ignore[arg-type]
+    result = asyncio.run(make_executor("static", cache).evaluate(request, None))
+    build, static = result.stages.build, result.stages.static
+    assert build.status == Status.passed, build.errors or build.compiler_output
+    assert all(k.spill_stores_bytes == 0 and k.spill_loads_bytes == 0 for k in build.resources), (
+        build.resources
+    )
+    assert static.status == Status.passed and static.required_family == "QGMMA" and static.required_present
