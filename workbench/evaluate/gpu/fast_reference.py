@@ -1,10 +1,10 @@
 """A library's answer for checking every timed call where the task's own reference is slow.
 
-The attention references build the whole score matrix in float32: about 0.25 s per call for the
-backward's headline workload on the H200, so checking each of 50 timed calls took the timing stage from
-3.2 s to 13-16 s (benchmarks/results/2026-12-04_integrity_costs_bwd_696ce2d_h200.log). torch's
-flash-attention kernels give the same outputs in milliseconds. They stand in only under two conditions
-the judge keeps (judge.py):
+The attention references build the whole score matrix in float32: checking each of 50 timed calls of
+the backward's headline workload against it took the timing stage on the H200 from 3.2 s to 13-16 s,
+about 0.25 s a check (benchmarks/results/2026-12-04_integrity_costs_bwd_696ce2d_h200.log). torch's
+flash-attention kernels answer within a share of the tolerance in milliseconds. They stand in only under
+two conditions the judge keeps (judge.py):
 - trust is earned per candidate: on every correctness trial, judged against the task's reference, the
   library's outputs must lie within half the task's tolerance of that reference, or it is not used;
 - a timed call passes against the library only within the other half; anything else is judged against
