@@ -54,6 +54,8 @@ def measured(stages: dict[str, Any], phases: dict[str, float] | None, wall_s: fl
         "build_s": round(build, 3),
         "beyond_build_s": round(wall_s - build, 3),
         "tiers_s": round(tiers, 3),
+        # Each tier on its own: which one moved when the tiers' total does.
+        "stages_s": {name: round(seconds.get(name, 0.0), 3) for name in TIERS},
         "phases_s": phases or {},
     }
 
