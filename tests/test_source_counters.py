@@ -227,6 +227,8 @@ def test_asking_the_static_executor_for_counts_is_one_line_of_bad_input(tmp_path
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines() == [
-        "ptxwb: --source-counters counts what the profiled call executed: it needs a GPU executor "
-        "(--executor local or ssh://HOST), not static"
+        (
+            "ptxwb: --source-counters counts what the profiled call executed: it needs a GPU executor "
+            "(--executor local or ssh://HOST), not static"
+        )
     ]
