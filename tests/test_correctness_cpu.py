@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from workbench.evaluate.gpu.correctness import changed_inputs, compare_output, unravel
+from workbench.evaluate.gpu.correctness import changed_inputs, compare_output, output_tolerance, unravel
 from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.tasks import Catalogue, get_target
 
@@ -76,3 +76,11 @@ def test_unravel_matches_torch_for_every_position(shape: tuple[int, ...]) -> Non
     for flat in range(total):
         expected = [int(i) for i in torch.unravel_index(torch.tensor(flat), shape)]
         assert unravel(flat, shape) == expected
+
+
+def test_an_output_with_its_own_tolerance_keeps_it_and_the_others_take_the_tasks() -> None:
+    catalogue = Catalogue.load()
+    task = catalogue.get("fp8_mha_with_lse_d128")
+    spec = gpu_spec(task, task.smallest_workload(), get_target("hopper"), catalogue)
+    assert output_tolerance(spec, "O") == (0.1, 0.1)
+    assert output_tolerance(spec, "LSE") == (spec["atol"], spec["rtol"]) == (0.01, 0.01)

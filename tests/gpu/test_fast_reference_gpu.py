@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from workbench.evaluate.gpu.correctness import passes_quickly
+from workbench.evaluate.gpu.correctness import output_tolerance, passes_quickly
 from workbench.evaluate.gpu.fast_reference import fast_reference, has_fast_reference, within_half
 from workbench.evaluate.gpu.inputs import DTYPES, compile_reference, make_inputs, run_reference
 from workbench.evaluate.gpu_spec import gpu_spec
@@ -41,13 +41,7 @@ def test_the_library_answer_is_within_half_the_tolerance_of_the_reference(name: 
                 compile_reference(spec["definition"]["reference"]), spec["definition"], spec["axes"], values
             )
             fast = fast_reference(spec, arguments)
-        tolerances = [
-            (
-                float((spec["output_tolerances"].get(out) or {}).get("atol", spec["atol"])),
-                float((spec["output_tolerances"].get(out) or {}).get("rtol", spec["rtol"])),
-            )
-            for out in spec["definition"]["outputs"]
-        ]
+        tolerances = [output_tolerance(spec, out) for out in spec["definition"]["outputs"]]
         dtypes = [DTYPES[t["dtype"]] for t in spec["definition"]["outputs"].values()]
         shares = []
         for f, want, (atol, rtol) in zip(fast, expected, tolerances, strict=True):

@@ -102,6 +102,12 @@ def _numerical_reason(
     return "; ".join(parts)
 
 
+def output_tolerance(spec: dict, name: str) -> tuple[float, float]:
+    """(atol, rtol) for output `name`: its own where the task sets one, else the task's."""
+    own = (spec.get("output_tolerances") or {}).get(name) or {}
+    return float(own.get("atol", spec.get("atol", 1e-2))), float(own.get("rtol", spec.get("rtol", 1e-2)))
+
+
 def passes_quickly(
     actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, ratio: float = 1.0
 ) -> bool:

@@ -35,6 +35,7 @@ from workbench.evaluate.gpu.correctness import (
     bits,
     changed_inputs,
     compare_output,
+    output_tolerance,
     passes_quickly,
     same_kind,
 )
@@ -153,7 +154,7 @@ class Judge:
             arguments.update({name: after[name] for name in derived})
         ordered = [arguments[name] for name in self.spec["definition"]["inputs"]]
         ratio = float(self.spec.get("matched_ratio", 1.0))
-        tolerances = [self._tolerance(name) for name in got]
+        tolerances = [output_tolerance(self.spec, name) for name in got]
         if quick and self.fast_trusted and self._passes_against_library(arguments, got, tolerances, ratio):
             trial["outputs"] = {name: {"name": name, "passed": True} for name in got}
             trial.update(status=PASSED, message="", passed=True)
@@ -179,12 +180,16 @@ class Judge:
         trial.update(status=status, message=message, passed=status == PASSED)
         return trial
 
-    def _tolerance(self, name: str) -> tuple[float, float]:
-        """(atol, rtol) for output `name`: its own where the task sets one, else the task's."""
-        own = (self.spec.get("output_tolerances") or {}).get(name) or {}
-        return float(own.get("atol", self.spec.get("atol", 1e-2))), float(
-            own.get("rtol", self.spec.get("rtol", 1e-2))
-        )
+    def _library_answer(self, arguments: dict[str, Any]) -> list[torch.Tensor] | None:
+        """The library's outputs for these inputs, or None (and the library unused from here on) where
+        its call fails: torch's private flash ops may refuse a shape or run out of memory beside the
+        candidate's buffers."""
+        try:
+            with torch.no_grad():
+                return fast_reference(self.spec, arguments)
+        except RuntimeError:
+            self.fast_trusted = False
+            return None
 
     def _passes_against_library(
         self,
@@ -193,15 +198,9 @@ class Judge:
         tolerances: list[tuple[float, float]],
         ratio: float,
     ) -> bool:
-        """Whether a timed call lies within half the tolerance of the library's answer; a library call that
-        fails (out of memory beside the candidate's buffers) leaves it unused and the call to the reference."""
-        try:
-            with torch.no_grad():
-                fast = fast_reference(self.spec, arguments)
-        except RuntimeError:
-            self.fast_trusted = False
-            return False
-        return within_half(list(got.values()), fast, tolerances, ratio)
+        """Whether a timed call lies within half the tolerance of the library's answer."""
+        fast = self._library_answer(arguments)
+        return fast is not None and within_half(list(got.values()), fast, tolerances, ratio)
 
     def _earn_trust(
         self,
@@ -212,11 +211,8 @@ class Judge:
     ) -> None:
         """A correctness trial's test of the library answer: within half the tolerance of the task's
         reference on every element of every output, or it is not used for this candidate."""
-        try:
-            with torch.no_grad():
-                fast = fast_reference(self.spec, arguments)
-        except RuntimeError:  # torch's private flash ops may change or refuse a shape: judge in full
-            self.fast_trusted = False
+        fast = self._library_answer(arguments)
+        if fast is None:
             return
         # In the outputs' own dtypes: the library's answer as a call's output would hold it.
         dtypes = [actual.dtype for actual in got.values()]
