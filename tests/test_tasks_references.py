@@ -103,9 +103,10 @@ def test_the_static_executor_judges_the_fp8_gemm_by_qgmma(cache: Path) -> None:
 
 
 @needs_nvcc
-@pytest.mark.parametrize("interval", [64, 128])
+@pytest.mark.parametrize("interval", [32, 64])
 def test_the_fp8_gemms_other_promotion_intervals_build_and_hold_qgmma(interval: int, cache: Path) -> None:
-    """The intervals the task's 99 % rule may allow (the file's default, 32, is the test above)."""
+    """The shorter intervals, for fewer elements outside the tolerance (the file's default, 128, is the
+    test above)."""
     source = f"#define FP8_PROMOTE_K {interval}\n" + (REFERENCES / "fp8_gemm/fp8_gemm_1d2d_ws.cu").read_text()
     request = EvalRequest(task="fp8_gemm_nt_1d2d_n4096_k7168", target="hopper", source=source)  # type: ignore[arg-type]
     result = asyncio.run(make_executor("static", cache).evaluate(request, None))

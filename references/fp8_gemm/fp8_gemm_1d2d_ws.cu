@@ -8,16 +8,17 @@
 //  * Warp specialisation: warpgroup 0 issues the TMA loads (one thread, 128-byte swizzle, one 128-wide
 //    K block of A and B per stage); warpgroups 1 and 2 each own 64 rows of a 128x128 tile and run
 //    wgmma.m64n128k32.f32.e4m3.e4m3 (SASS QGMMA). setmaxnreg moves registers to the consumers.
-//  * Promotion: every wgmma (k = 32) starts a fresh partial (scale-d = 0), which is scaled by
-//    SF_A[row,kb] * SF_B[n0/128,kb] and added to the running fp32 total in registers. The scales differ
-//    per K block, so they cannot be applied after the loop. Promoting every 32 and not every 128
-//    (DeepGEMM's interval, -DFP8_PROMOTE_K=128) matters for this task's atol = rtol = 1e-2: QGMMA adds
-//    its products with ~14 bits after aligning them to the largest exponent, and when the accumulator
-//    is passed back in (scale-d = 1) it is aligned and truncated with them, so chaining four wgmmas
-//    per K block left ~0.5 % of the elements (those near zero) outside the tolerance on the H200. Two
-//    partials alternate so that one wgmma runs while the other's result is promoted. The task now
-//    accepts 99 % of the elements inside, so -DFP8_PROMOTE_K=64 (two chained, ~0.12 % outside in
-//    qgmma_precision_model.py) and 128 should pass as well with less promotion work: not yet measured.
+//  * Promotion (DeepGEMM's): each 128-wide K block's four chained wgmmas (k = 32) start a fresh partial
+//    (scale-d = 0), which is scaled by SF_A[row,kb] * SF_B[n0/128,kb] and added to the running fp32
+//    total in registers; the scales differ per K block, so they cannot be applied after the loop. Two
+//    partials alternate: block kb's wgmmas run while block kb - 1's partial is promoted.
+//  * Precision: QGMMA adds its products with ~14 bits after aligning them to the largest exponent, and a
+//    chained accumulator (scale-d = 1) is aligned and truncated with them, so chaining four wgmmas leaves
+//    ~0.5 % of the elements (those near zero) outside atol = rtol = 1e-2 on the H200. The task accepts
+//    99 % of the elements inside (its tolerance note says why), so this passes; -DFP8_PROMOTE_K=32 (a promotion
+//    after every wgmma) or 64 (after two chained, ~0.12 % outside in qgmma_precision_model.py) trade
+//    speed for fewer elements outside: on the H200 at 38e5a3e, 32 ran 0.544x cuBLAS, 64 0.680x, and 128
+//    without the pipelining 0.749x.
 //  * Persistent grid: one CTA per SM walks the tiles in groups of 8 row-blocks for L2 reuse, so the
 //    producer loads the next tile while the consumers store this one.
 #include <cuda.h>
@@ -35,7 +36,7 @@
 #define FP8_STAGES 6
 #endif
 #ifndef FP8_PROMOTE_K
-#define FP8_PROMOTE_K 32  // 32: after every wgmma; 64: after two chained; 128: after each K block (four)
+#define FP8_PROMOTE_K 128  // 128: after each K block (four chained wgmmas); 64: after two; 32: after each
 #endif
 
 namespace {
@@ -172,7 +173,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int warp = (threadIdx.x / 32) & 3;
   const int lane = threadIdx.x & 31;
   float partial[64];
-  float partial2[64];  // the second partial when promoting every 32 or 64
+  float partial2[64];  // the other partial: one is written by wgmmas while the other is promoted
   float total[64];
   // total += partial scaled: fragment 4j, 4j+1 are row lane/4 (scale_lo), 4j+2, 4j+3 row lane/4 + 8.
   auto promote = [&](const float (&p)[64], float lo, float hi) {
@@ -193,6 +194,54 @@ __global__ void __launch_bounds__(THREADS, 1)
     const float* sb = sf_b + static_cast<size_t>(tile.n0 / BN) * k_blocks;
 #pragma unroll
     for (int i = 0; i < 64; ++i) total[i] = 0.f;
+#if FP8_PROMOTE_K == 128
+    // Software-pipelined over K blocks: block kb's four chained wgmmas go into one partial while block
+    // kb - 1's partial (the other one) retires, frees its stage and is promoted, so the tensor pipe
+    // has work during the promotion. Unrolled by two so each partial stays a register array.
+    struct Pending {
+      int stage;
+      float lo, hi;
+    };
+    auto issue = [&](float (&p)[64], int kb, Pending& next) {
+      const int s = it % STAGES;
+      const float scale_b = __ldg(sb + kb);  // loaded before the wait: off the critical path
+      next = {s, __ldg(sa_lo + kb) * scale_b, __ldg(sa_hi + kb) * scale_b};
+      mbar_wait(full(s), (it / STAGES) & 1);
+      ++it;
+      const uint32_t a = s_a + s * A_BYTES + wg * (64 * 128);
+      const uint32_t b = s_b + s * B_BYTES;
+      fence_regs(p);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 32; ++kk) wgmma_m64n128k32_e4m3(p, smem_desc(a + kk * 32), smem_desc(b + kk * 32), kk);
+      wgmma_commit();
+    };
+    auto retire = [&](float (&p)[64], const Pending& done, bool last) {
+      if (last)
+        wgmma_wait_all();
+      else
+        wgmma_wait_one();  // the group issued before the newest retired
+      fence_regs(p);
+      if (lane == 0) mbar_arrive(empty(done.stage));  // the stage is free once this warp's wgmmas retired
+      promote(p, done.lo, done.hi);
+    };
+    Pending even, odd;
+    issue(partial, 0, even);
+    int kb = 1;
+    for (; kb + 1 < k_blocks; kb += 2) {
+      issue(partial2, kb, odd);
+      retire(partial, even, false);
+      issue(partial, kb + 1, even);
+      retire(partial2, odd, false);
+    }
+    if (kb < k_blocks) {  // an even number of K blocks: the last one goes into partial2
+      issue(partial2, kb, odd);
+      retire(partial, even, false);
+      retire(partial2, odd, true);
+    } else {
+      retire(partial, even, true);
+    }
+#else
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const int s = it % STAGES;
       const float scale_b = __ldg(sb + kb);  // loaded before the wait: off the critical path
@@ -201,17 +250,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       mbar_wait(full(s), (it / STAGES) & 1);
       const uint32_t a = s_a + s * A_BYTES + wg * (64 * 128);
       const uint32_t b = s_b + s * B_BYTES;
-#if FP8_PROMOTE_K == 128
-      fence_regs(partial);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 32; ++kk) wgmma_m64n128k32_e4m3(partial, smem_desc(a + kk * 32), smem_desc(b + kk * 32), kk);
-      wgmma_commit();
-      wgmma_wait_all();
-      fence_regs(partial);
-      if (lane == 0) mbar_arrive(empty(s));  // the stage is free once this warp's wgmmas retired
-      promote(partial, scale_lo, scale_hi);
-#elif FP8_PROMOTE_K == 32
+#if FP8_PROMOTE_K == 32
       // wgmma kk writes partial[kk & 1]; the other one is promoted meanwhile.
       fence_regs(partial);
       fence_regs(partial2);
@@ -256,6 +295,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #error "FP8_PROMOTE_K must be 32, 64 or 128"
 #endif
     }
+#endif
     const int col0 = tile.n0 + 2 * (lane % 4);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
