@@ -56,6 +56,10 @@ def measured(stages: dict[str, Any], phases: dict[str, float] | None, wall_s: fl
         "tiers_s": round(tiers, 3),
         # Each tier on its own: which one moved when the tiers' total does.
         "stages_s": {name: round(seconds.get(name, 0.0), 3) for name in TIERS},
+        # The correctness stage's wait for memcheck, and whether memcheck's process had its context.
+        "memcheck": {
+            key: (stages.get("correctness") or {}).get(key) for key in ("memcheck_wait_s", "memcheck_ready")
+        },
         "phases_s": phases or {},
     }
 

@@ -432,6 +432,10 @@ def test_headline_gemm_passes_all_five_tiers_through_the_local_executor(tmp_path
     assert result.status == Status.passed, result.message
     assert result.workload_axes == {"M": 8192}
     assert result.stages.correctness.trials[-1].fresh_addresses and len(result.stages.correctness.trials) == 4
+    # Where the stage's time went: the wait for memcheck's answer and whether its context was made.
+    correctness = result.stages.correctness
+    assert correctness.memcheck_wait_s is not None and correctness.memcheck_wait_s >= 0
+    assert correctness.memcheck_ready is not None
     assert result.stages.dynamic.tensor_share == pytest.approx(1.0)
     assert result.stages.dynamic.workload_axes == {"M": 8192, "N": 7168, "K": 5120}
     assert result.stages.timing.speedup is not None and not result.stages.timing.faster_than_light

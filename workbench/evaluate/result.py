@@ -94,6 +94,14 @@ class CorrectnessStage(StageBase):
     atol: float = 1e-2
     rtol: float = 1e-2
     trials: list[Trial] = Field(default_factory=list)
+    memcheck_wait_s: float | None = Field(
+        default=None, description="seconds the stage waited for memcheck's answer after its own trials"
+    )
+    memcheck_ready: bool | None = Field(
+        default=None,
+        description="whether memcheck's process had made its CUDA context when the trials began "
+        "(False: its start-up was in the wait)",
+    )
 
 
 class KernelLaunch(_Model):

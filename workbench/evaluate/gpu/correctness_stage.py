@@ -5,6 +5,7 @@ as the gate beside them. Standard library only, like the worker.
 
 from __future__ import annotations
 
+import time
 from typing import Literal
 
 from workbench.evaluate.gpu.call_seeds import call_seed
@@ -25,13 +26,17 @@ def run_correctness(session: Session, trials: int) -> StageRecord:
     }
     if session.sanitizer is not None:
         session.sanitizer.go(session.autotuned)  # memcheck's call runs beside the trials
+        stage["memcheck_ready"] = session.sanitizer.has_context()
     worst = [0.0, 0.0]  # the largest abs and rel errors over every trial
     try:
         for number in range(trials + 1):
             _trial(session, stage, number, fresh=number == trials, worst=worst)
     except StageFailed as failed:
         stage.update(failed.stage)
+    waited = time.perf_counter()
     gate = _gate(session, stage["status"])
+    if session.sanitizer is not None:
+        stage["memcheck_wait_s"] = round(time.perf_counter() - waited, 4)
     if gate is not None:
         if stage["status"] == Status.passed:
             stage["status"], stage["message"] = Status.runtime_error, gate

@@ -98,6 +98,10 @@ class ToolProcess:
             (self.workdir / "start").touch()
             self.held = False
 
+    def has_context(self) -> bool:
+        """Whether the child has made its CUDA context (it says so with a `ready` file)."""
+        return (self.workdir / "ready").exists()
+
     def submit(self, library: str, spec: dict) -> None:
         """The candidate to load and the inputs to make; written whole, then renamed into place."""
         self.start()
