@@ -40,3 +40,29 @@ def test_the_first_stage_starts_a_held_spare_runner_that_readies_only_once_relea
         assert ready.ok and ready.data is not None and ready.data.get("type") == "ready", ready
     finally:
         worker.close()
+
+
+def test_two_memcheck_spares_wait_held_and_a_candidate_takes_the_oldest(tmp_path) -> None:
+    """The memcheck a candidate takes was started a candidate earlier, so its imports are done. The
+    real compute-sanitizer is not on this machine: a stand-in runs the child after the tool's options."""
+    tool = tmp_path / "compute-sanitizer"
+    tool.write_text('#!/bin/sh\nwhile [ "$1" != "--log-file" ]; do shift; done\nshift 2\nexec "$@"\n')
+    tool.chmod(0o755)
+    worker = Worker(io.StringIO())
+    worker.sanitizer_tool = str(tool)
+    try:
+        worker.warm_spare("cuda", held=True)
+        first, second = worker.spare_sanitizers
+        assert first.held and second.held and first.alive() and second.alive()
+        worker.warm_spare("cuda", held=True)
+        assert worker.spare_sanitizers == [first, second]  # topped up, not grown
+        assert worker.take_sanitizer() is first
+        worker.warm_spare("cuda", held=True)
+        assert worker.spare_sanitizers[0] is second and len(worker.spare_sanitizers) == 2
+        third = worker.spare_sanitizers[1]
+        second.close()  # a spare that died is passed over, not handed out
+        assert worker.take_sanitizer() is third and worker.spare_sanitizers == []
+        first.close()
+        third.close()
+    finally:
+        worker.close()
