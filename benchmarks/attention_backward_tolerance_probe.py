@@ -7,7 +7,9 @@ error such a kernel can have: P = exp(S - LSE) rounded to bf16 for dV = P^T dO, 
 rounded to bf16 for dQ = dS K and dK = dS^T Q (FlashAttention-2/3's products). Printed per task and
 workload: each output's worst element as a share of its tolerance and how many elements lie outside.
 
-`python benchmarks/attention_backward_tolerance_probe.py [task ...]` (default: the six mha_bwd tasks)
+`python benchmarks/attention_backward_tolerance_probe.py [task ...]` (default: the six mha_bwd tasks);
+`--seeds N --length S` draws N more inputs at sequence length S only (seeds 7919, 2 * 7919, ...), for the
+tail of the counts and shares.
 """
 
 from __future__ import annotations
@@ -48,44 +50,52 @@ def backward(inputs: list[torch.Tensor], causal: bool, tensor_cores: bool) -> li
     return [dscores @ k * scale, dscores.transpose(-1, -2) @ q * scale, dv]
 
 
-def probe(catalogue: Catalogue, name: str) -> None:
+def probe(catalogue: Catalogue, name: str, seeds: int, length: int | None) -> None:
     task = catalogue.get(name)
     for workload in task.workloads:
+        if length is not None and workload.axes["S"] != length:
+            continue
         spec = gpu_spec(task, workload, get_target("hopper"), catalogue)
-        values = make_inputs(spec, int(spec["seed"]), "cpu")
-        tolerances = [output_tolerance(spec, out) for out in spec["definition"]["outputs"]]
-        worst, outside = [0.0] * 3, [0] * 3
-        batch, heads = values[0].shape[:2]
-        for b in range(batch):
-            for h in range(heads):
-                head = [t[b, h] for t in values]
-                exact = backward(head, bool(spec["causal"]), tensor_cores=False)
-                model = backward(head, bool(spec["causal"]), tensor_cores=True)
-                for i, (got, want, (atol, rtol)) in enumerate(zip(model, exact, tolerances, strict=True)):
-                    want = _bf16(want)  # the reference's outputs are bf16, like a kernel's
-                    share = (_bf16(got) - want).abs() / torch.maximum(
-                        torch.full_like(want, atol), rtol * want.abs()
-                    )
-                    worst[i] = max(worst[i], float(share.max()))
-                    outside[i] += int((share > 1).sum())
-        row = {
-            "task": name,
-            "S": spec["axes"]["S"],
-            "seed": spec["seed"],
-            "elements": values[0].numel(),
-            "worst_share": dict(zip(("dQ", "dK", "dV"), (round(w, 3) for w in worst), strict=True)),
-            "outside": dict(zip(("dQ", "dK", "dV"), outside, strict=True)),
-        }
-        print(json.dumps(row), flush=True)
+        for seed in [7919 * n for n in range(1, seeds + 1)] if seeds else [int(spec["seed"])]:
+            _probe_inputs(spec, name, seed)
+
+
+def _probe_inputs(spec: dict, name: str, seed: int) -> None:
+    values = make_inputs(spec, seed, "cpu")
+    tolerances = [output_tolerance(spec, out) for out in spec["definition"]["outputs"]]
+    worst, outside = [0.0] * 3, [0] * 3
+    batch, heads = values[0].shape[:2]
+    for b in range(batch):
+        for h in range(heads):
+            head = [t[b, h] for t in values]
+            exact = backward(head, bool(spec["causal"]), tensor_cores=False)
+            model = backward(head, bool(spec["causal"]), tensor_cores=True)
+            for i, (got, want, (atol, rtol)) in enumerate(zip(model, exact, tolerances, strict=True)):
+                want = _bf16(want)  # the reference's outputs are bf16, like a kernel's
+                limit = torch.maximum(torch.full_like(want, atol), rtol * want.abs())
+                share = (_bf16(got) - want).abs() / limit
+                worst[i] = max(worst[i], float(share.max()))
+                outside[i] += int((share > 1).sum())
+    row = {
+        "task": name,
+        "S": spec["axes"]["S"],
+        "seed": seed,
+        "elements": values[0].numel(),
+        "worst_share": dict(zip(("dQ", "dK", "dV"), (round(w, 3) for w in worst), strict=True)),
+        "outside": dict(zip(("dQ", "dK", "dV"), outside, strict=True)),
+    }
+    print(json.dumps(row), flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("tasks", nargs="*", default=TASKS)
+    parser.add_argument("--seeds", type=int, default=0, help="draw this many more inputs per workload")
+    parser.add_argument("--length", type=int, help="only the workloads of this sequence length")
     args = parser.parse_args()
     catalogue = Catalogue.load()
     for name in args.tasks:
-        probe(catalogue, name)
+        probe(catalogue, name, args.seeds, args.length)
 
 
 if __name__ == "__main__":
