@@ -13,10 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from workbench.agent import prompts
 from workbench.agent.config import AgentConfig
 from workbench.errors import UserError
+from workbench.evaluate.gpu.correctness import compare_output
 from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.fixit.rows import judged_target
 from workbench.tasks import Catalogue
@@ -87,6 +89,13 @@ def test_ptxwb_task_prints_brackets_as_written_and_names_the_family() -> None:
     assert "kv_indices[kv_indptr[b] : kv_indptr[b + 1]]" in text
     assert "q[batch_size, num_qo_heads, head_dim] bfloat16" in text
     assert "required: ASYNC_COPY on hopper, ASYNC_COPY on blackwell" in text
+    assert "tolerance: atol 0.01, rtol 0.01" in text
+    causal = ptxwb("task", "mha_bwd_d64_causal")
+    assert causal.returncode == 0, causal.stderr
+    assert (
+        "tolerance: atol 0.01, rtol 0.01, met by at least 99.999 % of each output's elements (the rest "
+        "within 3 times them)"
+    ) in " ".join(causal.stdout.split())
 
 
 def test_the_task_pane_names_the_tasks_family_on_each_target() -> None:
@@ -99,7 +108,7 @@ def test_the_agents_prompts_name_the_tasks_family_and_matched_ratio() -> None:
     target = task.target("hopper")
     text = prompts.task_prompt(task, target, AgentConfig())
     assert "Required on hopper: the QGMMA family (`wgmma.mma_async` with e4m3/e5m2 operands" in text
-    assert "at least 99.5% of each output's elements" in text
+    assert "at least 99.5 % of each output's elements" in text
     system, _, _ = prompts.system_prompt(task, target, AgentConfig(pack=False))
     assert "must contain the QGMMA family" in system
     blackwell = prompts.task_prompt(task, task.target("blackwell"), AgentConfig())
@@ -120,3 +129,30 @@ def test_the_fp8_gemm_task_allows_what_fp8_tensor_cores_move() -> None:
     assert spec["matched_ratio"] == 0.99
     assert spec["compute_dtype"] == "float8_e4m3" and spec["required_family"] == "QGMMA"
     assert "DeepGEMM" in Catalogue.load().get(FP8_GEMM).facts.rationale["tolerance"]
+
+
+@pytest.mark.parametrize("dim", [64, 96, 128])
+def test_causal_attention_backward_lets_a_few_elements_graze_the_tolerance(dim: int) -> None:
+    """bf16 tensor cores put 0-3 elements per draw of the causal backward outside 1e-2, up to 1.5x
+    (benchmarks/results/2026-12-04_attention_backward_tolerance*): the task lets those through, but
+    neither more nor farther; the non-causal task still needs every element."""
+    spec = hopper_spec(f"mha_bwd_d{dim}_causal")
+    assert spec["matched_ratio"] == 0.99999 and spec["outlier_bound"] == 3.0
+    assert (
+        "attention_backward_tolerance_probe"
+        in Catalogue.load().get(f"mha_bwd_d{dim}_causal").facts.rationale["tolerance"]
+    )
+    plain = hopper_spec(f"mha_bwd_d{dim}")
+    assert plain["matched_ratio"] == 1.0 and plain["outlier_bound"] is None
+    expected = torch.full((4, 48, 512, dim), 0.5)
+    grazing = expected.clone()
+    grazing[0, 0, 1, :3] += 1.5 * 1e-2  # three near ones, as measured
+    args = (spec["atol"], spec["rtol"], spec["matched_ratio"], spec["outlier_bound"])
+    assert compare_output("dV", grazing, expected, *args)[0] == "passed"
+    wrong = grazing.clone()
+    wrong[0, 0, 1, 3] += 0.5  # one element plainly wrong
+    assert compare_output("dV", wrong, expected, *args)[0] == "incorrect_numerical"
+    assert (
+        compare_output("dV", grazing, expected, plain["atol"], plain["rtol"], plain["matched_ratio"])[0]
+        != "passed"
+    )

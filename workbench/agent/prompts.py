@@ -84,15 +84,7 @@ def _flops(value: float | None) -> str:
 
 
 def _tolerance(task: Task) -> str:
-    facts = task.facts
-    if facts is None:
-        return "atol 0.01, rtol 0.01"
-    text = f"atol {facts.atol}, rtol {facts.rtol}"
-    if facts.matched_ratio < 1:
-        text += f", met by at least {facts.matched_ratio:.1%} of each output's elements"
-    for name, own in facts.output_tolerances.items():
-        text += f"; output {name}: atol {own.atol}, rtol {own.rtol}"
-    return text
+    return task.facts.tolerance_text() if task.facts else "atol 0.01, rtol 0.01"
 
 
 def task_prompt(task: Task, target: Target, config: AgentConfig) -> str:

@@ -57,6 +57,8 @@ def _details(task: Task) -> dict[str, Any]:
         "atol": facts.atol if facts else None,
         "rtol": facts.rtol if facts else None,
         "matched_ratio": facts.matched_ratio if facts else None,
+        "outlier_bound": facts.outlier_bound if facts else None,
+        "tolerance": facts.tolerance_text() if facts else None,
         "output_tolerances": facts.output_tolerances_json() if facts else {},
         "workloads": workloads,
     }
@@ -114,6 +116,8 @@ def task(
         out.print(f"{group}: {specs}", markup=False)
     required = ", ".join(f"{family} on {target}" for target, family in details["required"].items())
     out.print(f"required: {required}")
+    if details["tolerance"]:
+        out.print(f"tolerance: {details['tolerance']}", markup=False)
     table = Table(title="workloads", title_justify="left")
     for column in ("uuid", "axes", "seed", "FLOPs", "min bytes", "SoL H100 ms", "SoL H200 ms", "SoL B200 ms"):
         table.add_column(column)

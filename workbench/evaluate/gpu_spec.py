@@ -46,6 +46,7 @@ def gpu_spec(
         "atol": facts.atol if facts else 1e-2,
         "rtol": facts.rtol if facts else 1e-2,
         "matched_ratio": facts.matched_ratio if facts else 1.0,
+        "outlier_bound": facts.outlier_bound if facts else None,
         "output_tolerances": facts.output_tolerances_json() if facts else {},
         "flops": task.flops(workload),
         "compute_dtype": facts.compute_dtype if facts else "bfloat16",

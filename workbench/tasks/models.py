@@ -242,6 +242,12 @@ class TaskFacts(BaseModel):
         le=1,
         description="share of elements that must be within atol/rtol (PTXBench's required_matched_ratio)",
     )
+    outlier_bound: float | None = Field(
+        default=None,
+        gt=1,
+        description="where matched_ratio < 1: how many times atol/rtol an element outside them may reach "
+        "(absent: any finite value)",
+    )
     output_tolerances: dict[str, OutputTolerance] = Field(
         default_factory=dict,
         description="output -> its atol/rtol in place of the task's (an output whose honest ways of "
@@ -271,6 +277,17 @@ class TaskFacts(BaseModel):
     def _expression(cls, text: str | None) -> str | None:
         if text is not None and not _is_expression(text):
             raise ValueError(f"{text!r} is not a Python expression")
+        return text
+
+    def tolerance_text(self) -> str:
+        """The correctness rule in one line, as a person or a model reads it."""
+        text = f"atol {self.atol}, rtol {self.rtol}"
+        if self.matched_ratio < 1:
+            text += f", met by at least {self.matched_ratio * 100:g} % of each output's elements"
+            if self.outlier_bound is not None:
+                text += f" (the rest within {self.outlier_bound:g} times them)"
+        for name, own in self.output_tolerances.items():
+            text += f"; output {name}: atol {own.atol}, rtol {own.rtol}"
         return text
 
     def output_tolerances_json(self) -> dict[str, dict[str, float]]:

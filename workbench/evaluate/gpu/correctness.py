@@ -27,11 +27,18 @@ PASSED, NUMERICAL, SHAPE, DTYPE = (
 
 
 def compare_output(
-    name: str, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, ratio: float = 1.0
+    name: str,
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    atol: float,
+    rtol: float,
+    ratio: float = 1.0,
+    bound: float | None = None,
 ) -> tuple[str, dict]:
     """(status, OutputCheck dict) for one output against its reference. `ratio` < 1 lets that share of
     elements be outside the tolerances (PTXBench's required_matched_ratio, for FP8 outputs whose
-    spacing is wider than the tolerances); a NaN or Inf where the reference has none never passes."""
+    spacing is wider than the tolerances), and `bound` caps how far outside: within `bound` times
+    them (None: anywhere finite). A NaN or Inf where the reference has none never passes."""
     check: dict = {"name": name, "passed": False}
     mismatch = _layout_mismatch(actual, expected)
     if mismatch is not None:
@@ -50,6 +57,7 @@ def compare_output(
     outside = (diff > atol) & (rel > rtol)
     bad = (outside & finite) | (x_nan != y_nan) | x_inf | (torch.isinf(y) & (x != y) & ~x_nan)
     n_bad = int(bad.sum())
+    n_far = int(((diff > bound * atol) & (rel > bound * rtol) & finite).sum()) if bound is not None else 0
     check["matched_ratio"] = 1.0 - n_bad / numel
     check["max_abs_error"] = float(diff[finite].max()) if bool(finite.any()) else None
     # Relative error only where the absolute error exceeds atol: those are the elements the rule can
@@ -68,11 +76,14 @@ def compare_output(
     check["worst_expected"] = None if math.isnan(worst_expected) else worst_expected
     nan_count = int((x_nan & ~y_nan).sum())
     non_finite = nan_count + int(x_inf.sum()) + int((torch.isinf(y) & (x != y) & ~x_nan).sum())
-    if n_bad == 0 or (ratio < 1.0 and n_bad <= (1.0 - ratio) * numel and not non_finite):
+    if n_bad == 0 or (ratio < 1.0 and n_bad <= (1.0 - ratio) * numel and not non_finite and not n_far):
         check["passed"] = True
         return PASSED, check
     counts = f"{n_bad} of {numel} elements ({n_bad / numel:.2%}) outside atol={atol:g} and rtol={rtol:g}"
-    check["reason"] = _numerical_reason(check, counts, ratio, nan_count, int(x_inf.sum()), worst_expected)
+    if n_far:
+        counts += f", {n_far} beyond {bound:g} times them (none may be)"
+    allowed = int((1.0 - ratio) * numel) if ratio < 1.0 else None
+    check["reason"] = _numerical_reason(check, counts, allowed, nan_count, int(x_inf.sum()), worst_expected)
     return NUMERICAL, check
 
 
@@ -87,11 +98,11 @@ def _layout_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> tuple[str,
 
 
 def _numerical_reason(
-    check: dict, counts: str, ratio: float, nan_count: int, inf_count: int, worst_expected: float
+    check: dict, counts: str, allowed: int | None, nan_count: int, inf_count: int, worst_expected: float
 ) -> str:
-    """Why the output fails: how many elements, the NaN and Inf among them, and the worst one (`check`'s)."""
-    allowed = f" (at most {1.0 - ratio:.2%} may be)" if ratio < 1.0 else ""
-    parts = [counts + allowed]
+    """Why the output fails: how many elements (and how many may be), the NaN and Inf among them, and the
+    worst one (`check`'s)."""
+    parts = [counts + (f" (at most {allowed} may be)" if allowed is not None else "")]
     if nan_count:
         parts.append(f"{nan_count} are NaN (outputs start as NaN: unwritten elements stay NaN)")
     if inf_count:
@@ -109,7 +120,12 @@ def output_tolerance(spec: dict, name: str) -> tuple[float, float]:
 
 
 def passes_quickly(
-    actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, ratio: float = 1.0
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    atol: float,
+    rtol: float,
+    ratio: float = 1.0,
+    bound: float | None = None,
 ) -> bool:
     """Whether one output certainly passes `compare_output`'s rule, in a few float32 passes and no
     reduction but one count: the check of every timed call. False means "judge it in full" (it may still
@@ -122,8 +138,12 @@ def passes_quickly(
     bad = ~(diff <= torch.maximum(torch.full_like(diff, atol), rtol * (y.abs() + EPS)))
     bad &= ~((x == y) | (torch.isnan(x) & torch.isnan(y)))
     n_bad = int(bad.sum())
-    return n_bad == 0 or (
-        ratio < 1.0 and n_bad <= (1.0 - ratio) * x.numel() and bool(torch.isfinite(x).all())
+    if n_bad == 0:
+        return True
+    if ratio == 1.0 or n_bad > (1.0 - ratio) * x.numel() or not bool(torch.isfinite(x).all()):
+        return False
+    return bound is None or bool(
+        (diff <= bound * torch.maximum(torch.full_like(diff, atol), rtol * (y.abs() + EPS))).all()
     )
 
 

@@ -154,8 +154,13 @@ class Judge:
             arguments.update({name: after[name] for name in derived})
         ordered = [arguments[name] for name in self.spec["definition"]["inputs"]]
         ratio = float(self.spec.get("matched_ratio", 1.0))
+        bound = self.spec.get("outlier_bound")
         tolerances = [output_tolerance(self.spec, name) for name in got]
-        if quick and self.fast_trusted and self._passes_against_library(arguments, got, tolerances, ratio):
+        if (
+            quick
+            and self.fast_trusted
+            and self._passes_against_library(arguments, got, tolerances, ratio, bound)
+        ):
             trial["outputs"] = {name: {"name": name, "passed": True} for name in got}
             trial.update(status=PASSED, message="", passed=True)
             return trial
@@ -170,10 +175,10 @@ class Judge:
         for (name, actual), want, (atol, rtol) in zip(got.items(), expected, tolerances, strict=True):
             want = want.to(actual.dtype) if want.dtype != actual.dtype and same_kind(want, actual) else want
             # Every timed call is checked: cheap when it is right, in full when it may not be.
-            if quick and passes_quickly(actual, want, atol, rtol, ratio):
+            if quick and passes_quickly(actual, want, atol, rtol, ratio, bound):
                 trial["outputs"][name] = {"name": name, "passed": True}
                 continue
-            out_status, check = compare_output(name, actual, want, atol, rtol, ratio)
+            out_status, check = compare_output(name, actual, want, atol, rtol, ratio, bound)
             trial["outputs"][name] = check
             if out_status != PASSED and status == PASSED:
                 status, message = out_status, f"output {name}: {check.get('reason', '')}"
@@ -197,10 +202,11 @@ class Judge:
         got: dict[str, torch.Tensor],
         tolerances: list[tuple[float, float]],
         ratio: float,
+        bound: float | None,
     ) -> bool:
         """Whether a timed call lies within half the tolerance of the library's answer."""
         fast = self._library_answer(arguments)
-        return fast is not None and within_half(list(got.values()), fast, tolerances, ratio)
+        return fast is not None and within_half(list(got.values()), fast, tolerances, ratio, bound)
 
     def _earn_trust(
         self,
