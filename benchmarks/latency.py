@@ -60,6 +60,7 @@ def measured(stages: dict[str, Any], phases: dict[str, float] | None, wall_s: fl
         "memcheck": {
             key: (stages.get("correctness") or {}).get(key) for key in ("memcheck_wait_s", "memcheck_ready")
         },
+        "profiler_prepared": (stages.get("dynamic") or {}).get("profiler_prepared"),
         "phases_s": phases or {},
     }
 

@@ -136,6 +136,11 @@ class InstructionCounts(_Model):
 
 class DynamicStage(StageBase):
     tool: str | None = None
+    profiler_prepared: bool | None = Field(
+        default=None,
+        description="whether the profiled process had its context and the call's inputs when the stage "
+        "began (False: its set-up was in the stage's time)",
+    )
     workload_axes: dict[str, int] = Field(default_factory=dict)
     kernels: list[str] = Field(default_factory=list)
     launches: list[KernelLaunch] = Field(default_factory=list)

@@ -26,6 +26,7 @@ def run_dynamic(session: Session) -> StageRecord:
         return {**base, "status": Status.infrastructure_error, "message": session.worker.profiling_refused}
     profiler = session.profiler
     assert profiler is not None
+    base["profiler_prepared"] = profiler.prepared()  # False: ncu's wait below held the child's set-up
     profiler.go(session.autotuned)
     started = time.perf_counter()
     limit_s = session.limits.dynamic_s

@@ -102,6 +102,11 @@ class ToolProcess:
         """Whether the child has made its CUDA context (it says so with a `ready` file)."""
         return (self.workdir / "ready").exists()
 
+    def prepared(self) -> bool:
+        """Whether the child has made the call's inputs (a `prepared` file): only the candidate's load is
+        left before it waits for the go."""
+        return (self.workdir / "prepared").exists()
+
     def submit(self, library: str, spec: dict) -> None:
         """The candidate to load and the inputs to make; written whole, then renamed into place."""
         self.start()
