@@ -144,7 +144,7 @@ def test_causal_attention_backward_lets_a_few_elements_graze_the_tolerance(dim: 
     )
     plain = hopper_spec(f"mha_bwd_d{dim}")
     assert plain["matched_ratio"] == 1.0 and plain["outlier_bound"] is None
-    expected = torch.full((4, 48, 512, dim), 0.5)
+    expected = torch.full((2, 8, 512, dim), 0.5)  # 0.5-1 million elements: 5-10 may be outside
     grazing = expected.clone()
     grazing[0, 0, 1, :3] += 1.5 * 1e-2  # three near ones, as measured
     args = (spec["atol"], spec["rtol"], spec["matched_ratio"], spec["outlier_bound"])
