@@ -26,6 +26,7 @@ import asyncio
 import datetime
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -61,8 +62,15 @@ def measured(stages: dict[str, Any], phases: dict[str, float] | None, wall_s: fl
             key: (stages.get("correctness") or {}).get(key) for key in ("memcheck_wait_s", "memcheck_ready")
         },
         "profiler_prepared": (stages.get("dynamic") or {}).get("profiler_prepared"),
+        # ncu's own time from the go signal to its exit: the rest of the dynamic tier is the worker's.
+        "ncu_after_go_s": ncu_after_go((stages.get("dynamic") or {}).get("message") or ""),
         "phases_s": phases or {},
     }
+
+
+def ncu_after_go(message: str) -> float | None:
+    found = re.search(r"ncu finished ([0-9.]+) s after the go signal", message)
+    return float(found.group(1)) if found else None
 
 
 def one_shot(env: dict[str, str], service: bool) -> dict[str, Any]:
