@@ -175,16 +175,18 @@ def test_a_spare_ncu_run_with_other_sections_than_asked_is_replaced(tmp_path: Pa
         first = worker.take_profiler("hopper")
         assert not first.source_counters
         first.close()
-        worker.warm_spare("cuda")  # for the next candidate: as the last one asked
-        spare = worker.spare_profiler
-        assert spare is not None and not spare.source_counters
+        worker.warm_spare("cuda")  # for the next two candidates: as the last one asked
+        spares = list(worker.spare_profilers.line)
+        assert len(spares) == 2 and not any(spare.source_counters for spare in spares)
         counted = worker.take_profiler("hopper", source_counters=True)
-        assert counted is not spare and counted.source_counters and not spare.alive()
+        assert counted not in spares and counted.source_counters
+        assert not any(spare.alive() for spare in spares) and worker.spare_profilers.line == []
         counted.close()
         worker.warm_spare("cuda")
-        assert worker.spare_profiler is not None and worker.spare_profiler.source_counters
-        again = worker.spare_profiler
-        assert worker.take_profiler("hopper", source_counters=True) is again  # the spare fits: kept
+        again, later = worker.spare_profilers.line
+        assert again.source_counters and later.source_counters
+        assert worker.take_profiler("hopper", source_counters=True) is again  # the oldest fits: kept
+        assert worker.spare_profilers.line == [later]
         again.close()
     finally:
         worker.close()
@@ -213,9 +215,9 @@ def test_the_ncu_run_counts_the_pipe_of_the_tasks_family_and_a_spare_for_another
         bf16 = worker.take_profiler("hopper", "GMMA")
         assert "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum" in metrics_of(tmp_path, bf16)
         bf16.close()
-        worker.warm_spare("cuda")  # for the next candidate: as the last one's task required
-        spare = worker.spare_profiler
-        assert spare is not None and spare.required == "GMMA"
+        worker.warm_spare("cuda")  # for the next candidates: as the last one's task required
+        spare = worker.spare_profilers.line[0]
+        assert spare.required == "GMMA"
         fp8 = worker.take_profiler("hopper", "QGMMA")
         assert fp8 is not spare and fp8.required == "QGMMA" and not spare.alive()
         metrics = metrics_of(tmp_path, fp8)

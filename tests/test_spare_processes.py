@@ -52,16 +52,16 @@ def test_two_memcheck_spares_wait_held_and_a_candidate_takes_the_oldest(tmp_path
     worker.sanitizer_tool = str(tool)
     try:
         worker.warm_spare("cuda", held=True)
-        first, second = worker.spare_sanitizers
+        first, second = worker.spare_sanitizers.line
         assert first.held and second.held and first.alive() and second.alive()
         worker.warm_spare("cuda", held=True)
-        assert worker.spare_sanitizers == [first, second]  # topped up, not grown
+        assert worker.spare_sanitizers.line == [first, second]  # topped up, not grown
         assert worker.take_sanitizer() is first
         worker.warm_spare("cuda", held=True)
-        assert worker.spare_sanitizers[0] is second and len(worker.spare_sanitizers) == 2
-        third = worker.spare_sanitizers[1]
+        assert worker.spare_sanitizers.line[0] is second and len(worker.spare_sanitizers.line) == 2
+        third = worker.spare_sanitizers.line[1]
         second.close()  # a spare that died is passed over, not handed out
-        assert worker.take_sanitizer() is third and worker.spare_sanitizers == []
+        assert worker.take_sanitizer() is third and worker.spare_sanitizers.line == []
         first.close()
         third.close()
     finally:

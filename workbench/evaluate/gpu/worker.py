@@ -58,6 +58,7 @@ from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.spare_runners import SpareRunners
 from workbench.evaluate.gpu.stages import run_stage
 from workbench.evaluate.gpu.tool_process import ProfiledProcess, SanitizedProcess
+from workbench.evaluate.gpu.tool_spares import ToolSpares
 
 
 def find_tool_path(name: str) -> str | None:
@@ -102,9 +103,8 @@ def profiling_refusal(sandboxed: bool, landlock: int) -> str | None:
     return None
 
 
-# memcheck spares kept started. The one a candidate takes was started a candidate earlier: one started
-# with the previous candidate's first stage was often still importing when the next candidate's trials
-# ended back to back (the H200 at 6c53454: 0.5-1.6 s of waiting, against 0.4 s for its context alone).
+# Tool runs kept started for the next candidates, each (tool_spares.py says why two).
+SPARE_PROFILERS = 2
 SPARE_SANITIZERS = 2
 
 
@@ -116,8 +116,8 @@ class Worker:
         self.session: Session | None = None
         self.runners = SpareRunners(self._start_runner)
         self.judges: dict[str, Child] = {}
-        self.spare_profiler: ProfiledProcess | None = None
-        self.spare_sanitizers: list[SanitizedProcess] = []  # oldest first
+        self.spare_profilers: ToolSpares[ProfiledProcess] = ToolSpares(SPARE_PROFILERS)
+        self.spare_sanitizers: ToolSpares[SanitizedProcess] = ToolSpares(SPARE_SANITIZERS)
         self.target: str | None = None  # the last candidate's: the next is most likely the same
         self.required = ""  # the family its task required, likewise
         self.source_counters = False  # as the last candidate asked, likewise
@@ -173,33 +173,23 @@ class Worker:
     def take_profiler(
         self, target: str, required: str = "", source_counters: bool = False
     ) -> ProfiledProcess:
-        """The spare ncu run when it was started for this target, required family (its metrics) and
-        these sections and is still waiting, else a new one."""
+        """The oldest spare ncu run started for this target, required family (its metrics) and these
+        sections and still waiting, else a new one."""
         self.target, self.required, self.source_counters = target, required, source_counters
-        profiler, self.spare_profiler = self.spare_profiler, None
-        if profiler is not None and (
-            (profiler.target, profiler.required, profiler.source_counters)
-            != (target, required, source_counters)
-            or not profiler.alive()
-        ):
-            profiler.close()
-            profiler = None
+        wanted = (target, required, source_counters)
+        profiler = self.spare_profilers.take(lambda p: (p.target, p.required, p.source_counters) == wanted)
         assert self.ncu is not None
         return profiler or ProfiledProcess(self.ncu, target, child_argv(), required, source_counters)
 
     def take_sanitizer(self) -> SanitizedProcess:
-        while self.spare_sanitizers:
-            sanitizer = self.spare_sanitizers.pop(0)
-            if sanitizer.alive():
-                return sanitizer
-            sanitizer.close()
+        sanitizer = self.spare_sanitizers.take(lambda _: True)
         assert self.sanitizer_tool is not None
-        return SanitizedProcess(self.sanitizer_tool, child_argv())
+        return sanitizer or SanitizedProcess(self.sanitizer_tool, child_argv())
 
     def warm_spare(self, device: str, held: bool = False) -> None:
         """Start the next candidates' processes now, so their start-up is off the clock: runners
-        (spare_runners.py), the next one's ncu run for the last target and required family, the next
-        two's memcheck runs. `held` ones go as far as they can without the GPU (the tools' own start, their
+        (spare_runners.py), the next two's ncu runs for the last target and required family and their
+        memcheck runs (tool_spares.py). `held` ones go as far as they can without the GPU (the tools' own start, their
         children's and the runner's imports: about 5 s on the H200, against 0.3 s of GPU set-up after
         the release) and wait to be released."""
         if not held:
@@ -207,20 +197,21 @@ class Worker:
         self.runners.fill(device, held)
         if device == "cpu":
             return
-        if self.spare_profiler is None and self.can_profile and self.ncu is not None and self.target:
-            self.spare_profiler = ProfiledProcess(
-                self.ncu, self.target, child_argv(), self.required, self.source_counters, held=held
+        ncu, target, sanitizer = self.ncu, self.target, self.sanitizer_tool
+        if self.can_profile and ncu is not None and target:
+            required, counted = self.required, self.source_counters
+            self.spare_profilers.fill(
+                lambda: ProfiledProcess(ncu, target, child_argv(), required, counted, held=held)
             )
-        while self.sanitizer_tool and len(self.spare_sanitizers) < SPARE_SANITIZERS:
-            self.spare_sanitizers.append(SanitizedProcess(self.sanitizer_tool, child_argv(), held=held))
+        if sanitizer is not None:
+            self.spare_sanitizers.fill(lambda: SanitizedProcess(sanitizer, child_argv(), held=held))
 
     def release_spares(self) -> None:
         """Held spares may make their CUDA contexts now: nothing of the current candidate is timed or
         profiled any more."""
         self.runners.release()
-        for tool in (self.spare_profiler, *self.spare_sanitizers):
-            if tool is not None:
-                tool.start()
+        self.spare_profilers.release()
+        self.spare_sanitizers.release()
 
     def reply(self, request: dict[str, Any], message: WorkerReply) -> None:
         if isinstance(request, dict) and "id" in request:
@@ -338,11 +329,8 @@ class Worker:
         for judge in self.judges.values():
             judge.close()
         self.judges.clear()
-        for tool in (self.spare_profiler, *self.spare_sanitizers):
-            if tool is not None:
-                tool.close()
-        self.spare_profiler = None
-        self.spare_sanitizers.clear()
+        self.spare_profilers.close()
+        self.spare_sanitizers.close()
 
 
 def main() -> None:
