@@ -61,6 +61,7 @@ def measured(stages: dict[str, Any], phases: dict[str, float] | None, wall_s: fl
         "memcheck": {
             key: (stages.get("correctness") or {}).get(key) for key in ("memcheck_wait_s", "memcheck_ready")
         },
+        "timing_parts_s": (stages.get("timing") or {}).get("parts_s"),
         "profiler_prepared": (stages.get("dynamic") or {}).get("profiler_prepared"),
         # ncu's own time from the go signal to its exit: the rest of the dynamic tier is the worker's.
         "ncu_after_go_s": ncu_after_go((stages.get("dynamic") or {}).get("message") or ""),

@@ -95,6 +95,9 @@ def test_an_honest_kernel_passes_both_tiers_with_every_timed_call_read(worker, l
     assert timing["speedup"] > 0 and timing["baselines"][0]["name"] == "cuBLAS (torch.matmul)"
     assert timing["calls_checked"] == timing["iterations"] == 6
     assert len(timing["checked_calls"]) == 3 and all(t["passed"] for t in timing["checked_calls"])
+    parts = timing["parts_s"]  # where the stage's time went: the checks are part of the timed rounds
+    assert set(parts) == {"warm_up", "timed_rounds", "checks", "collect", "statistics"}
+    assert 0 < parts["checks"] < parts["timed_rounds"] and parts["warm_up"] > 0
     # No seed follows from another or from the workload's public one (7 here): each evaluation's are new.
     seeds = [t["seed"] for t in stages["correctness"]["trials"]] + [
         t["seed"] for t in timing["checked_calls"]

@@ -217,6 +217,11 @@ class TimingStage(StageBase):
     checked_calls: list[Trial] = Field(
         default_factory=list, description="the failing timed call, else three of the checked ones at random"
     )
+    parts_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="the stage's wall seconds by part: warm_up, timed_rounds (of which checks: the judge "
+        "reading every timed call's outputs), collect (the trace), statistics",
+    )
 
 
 class Stages(_Model):

@@ -31,6 +31,7 @@ class TimedRounds:
         self.walls: dict[str, list[float]] = {entrant: [] for entrant in self.entrants}
         self.calls = 0
         self.rounds = 0  # warm-up rounds
+        self.checks_s = 0.0  # the judge's checks of the timed calls' outputs, in all
 
     def call(self, entrant: str, keep: bool) -> int:
         """One call of `entrant`, prepared off the clock and timed around the runner's answer: its seed."""
@@ -74,9 +75,11 @@ class TimedRounds:
         bad: dict[str, Any] | None = None
         for number in range(count):
             seed = self.round(self.rounds + number, keep=True)
+            began = time.perf_counter()
             reply = session.ask_judge(
                 {"cmd": "check_timed", "exports": session.exports["same"], "seed": seed}
             )
+            self.checks_s += time.perf_counter() - began
             trial = reply["trial"]
             trial["timed_call"] = number + 1
             checked.append(trial)
@@ -86,21 +89,33 @@ class TimedRounds:
 
 
 def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
+    clock = [time.perf_counter()]
+    parts: dict[str, float] = {}
+
+    def mark(part: str) -> None:
+        clock.append(time.perf_counter())
+        parts[part] = round(clock[-1] - clock[-2], 4)
+
     try:
         started = session.ask_runner({"cmd": "timing_start"}, "timing")
         rounds = TimedRounds(session, started.get("baselines") or [], bool(started.get("empty_call")))
         per_round = rounds.warm_up(warmup)
         count = timed_iterations(iterations, per_round, session.pace["timed_s"], MAX_ITERATIONS)
         session.ask_runner({"cmd": "timing_start"}, "timing")  # the warm-up's records are not kept
+        mark("warm_up")
         # Every timed call's outputs are judged (against the reference on that call's inputs): a kernel
         # wrong on any share of its calls fails, not only when a sample happens to hit one.
         checked, bad = rounds.timed(count)
+        mark("timed_rounds")
         ended = session.ask_runner({"cmd": "timing_end"}, "timing: collecting the trace", session.call_s + 60)
+        mark("collect")
     except StageFailed as failed:
         return {**failed.stage, "method": session.trace_method}
     trace = attribute(ended.get("trace") or {})
     stage = timing_stage(trace, rounds.walls, rounds.names, session.spec, session.own, session.device_name)
-    stage.update(warmup=rounds.rounds, l2_flush_bytes=ended.get("l2_flush_bytes"))
+    mark("statistics")
+    parts["checks"] = round(rounds.checks_s, 4)  # within timed_rounds
+    stage.update(warmup=rounds.rounds, l2_flush_bytes=ended.get("l2_flush_bytes"), parts_s=parts)
     _record_checked(stage, checked, bad)
     session.timed_calls = [window.kernels for window in trace.labelled("call:candidate")]
     for note in session.notes:
