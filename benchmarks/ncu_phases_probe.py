@@ -33,6 +33,9 @@ a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
 c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
 torch.cuda.synchronize(); marks["inputs"] = time.time()
+if int(sys.argv[2]):  # a range of one tiny kernel first: does ncu's one-time set-up move out of the call?
+    torch.cuda.profiler.start(); c[0, 0].add_(0); torch.cuda.synchronize(); torch.cuda.profiler.stop()
+marks["warmed"] = time.time()
 time.sleep(0.5); marks["go"] = time.time()
 for _ in range(int(sys.argv[1])):
     torch.matmul(a, b, out=c)
@@ -48,7 +51,7 @@ os._exit(0)
 def run(ncu: str, name: str, calls_before: int) -> dict:
     folder = Path(tempfile.mkdtemp(prefix="ncu-probe-"))
     log = str(folder / "ncu.log")
-    child = [sys.executable, "-c", CHILD, str(calls_before)]
+    child = [sys.executable, "-c", CHILD, str(calls_before), str(int(name.endswith("_warmed")))]
     argv = command_for(ncu, name, log, child)
     launched = time.time()
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -80,7 +83,7 @@ def run(ncu: str, name: str, calls_before: int) -> dict:
 
 def command_for(ncu: str, name: str, log: str, child: list[str]) -> list[str]:
     full = ncu_command(ncu, log, "hopper", child, required="")
-    if name == "worker":
+    if name.startswith("worker"):
         return full
     metrics_at = full.index("--metrics") + 1
     changed = list(full)
@@ -99,13 +102,15 @@ def command_for(ncu: str, name: str, log: str, child: list[str]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--only", nargs="*", help="variants to run (default: all)")
     args = parser.parse_args()
     ncu = find_tool_path("ncu")
     if ncu is None:
         print("ncu is not installed on this host", file=sys.stderr)
         return 1
     plan = [("worker", 0), ("worker", 20), ("no_per_opcode", 0), ("per_opcode_only", 0),
-            ("time_only", 0), ("no_launch_stats", 0)]  # fmt: skip
+            ("time_only", 0), ("no_launch_stats", 0), ("worker_warmed", 0), ("worker_warmed", 20)]  # fmt: skip
+    plan = [(name, calls) for name, calls in plan if not args.only or name in args.only]
     for _ in range(args.repeats):
         for name, calls_before in plan:
             print(json.dumps(run(ncu, name, calls_before)), flush=True)
