@@ -189,9 +189,9 @@ class Worker:
     def warm_spare(self, device: str, held: bool = False) -> None:
         """Start the next candidates' processes now, so their start-up is off the clock: runners
         (spare_runners.py), the next two's ncu runs for the last target and required family and their
-        memcheck runs (tool_spares.py). `held` ones go as far as they can without the GPU (the tools' own start, their
-        children's and the runner's imports: about 5 s on the H200, against 0.3 s of GPU set-up after
-        the release) and wait to be released."""
+        memcheck runs (tool_spares.py). `held` ones go as far as they can without the GPU (the tools'
+        own start, their children's and the runner's imports: about 5 s on the H200, against 0.3 s of
+        GPU set-up after the release) and wait to be released."""
         if not held:
             self.release_spares()
         self.runners.fill(device, held)
