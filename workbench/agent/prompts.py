@@ -24,6 +24,7 @@ BASELINES = {
     "cublas": "cuBLAS through torch.matmul",
     "cudnn_sdpa": "cuDNN scaled-dot-product attention",
     "cudnn_sdpa_backward": "cuDNN scaled-dot-product attention backward",
+    "cudnn_sdpa_fp8": "cuDNN's FP8 scaled-dot-product attention (sdpa_fp8 graph)",
 }
 
 

@@ -203,7 +203,7 @@ BaselineName = Literal[
     "cudnn_sdpa",
     "cudnn_sdpa_backward",
     "torch_scaled_mm_blockwise",
-    "flashinfer_fp8_prefill",
+    "cudnn_sdpa_fp8",
     "flashinfer_paged_decode",
     "flashinfer_paged_prefill",
     "flashinfer_ragged_prefill",

@@ -11,6 +11,7 @@ BASELINES = {
     "cublas": "cuBLAS (torch.matmul)",
     "cudnn_sdpa": "cuDNN SDPA",
     "cudnn_sdpa_backward": "cuDNN SDPA backward",
+    "cudnn_sdpa_fp8": "cuDNN sdpa_fp8",
 }
 
 
