@@ -7,7 +7,7 @@ line per run, for several metric sets, so the cost of each part of the command s
 The profiled kernel is torch's bf16 GEMM at the headline task's shape (a cuBLAS kernel of similar size
 to the reference's; SASS patching and replay scale with the kernel, not with who wrote it).
 
-Run: `python benchmarks/ncu_phases_probe.py [--repeats 2]`.
+Run: `python benchmarks/ncu_phases_probe.py [--repeats 2] [--only VARIANT ...]`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workbench.evaluate.gpu.profile import METRICS, TIME_METRIC, ncu_command, tensor_metric
+from workbench.evaluate.gpu.profile import LAUNCH_METRICS, METRICS, TIME_METRIC, ncu_command, tensor_metric
 from workbench.evaluate.gpu.worker import find_tool_path
 
 CHILD = r"""
@@ -91,9 +91,11 @@ def command_for(ncu: str, name: str, log: str, child: list[str]) -> list[str]:
         changed[metrics_at] = ",".join([TIME_METRIC, tensor_metric("hopper") or TIME_METRIC])
     elif name == "time_only":
         changed[metrics_at] = TIME_METRIC
-    elif name == "no_launch_stats":
+    elif name in ("no_launch_stats", "launch_metrics"):
         at = changed.index("LaunchStats")
         del changed[at - 1 : at + 1]
+        if name == "launch_metrics":  # the six attributes the agreement check reads, by name
+            changed[metrics_at] += "," + ",".join(LAUNCH_METRICS.values())
     elif name == "per_opcode_only":
         changed[metrics_at] = METRICS[0]
     return changed
@@ -109,7 +111,7 @@ def main() -> int:
         print("ncu is not installed on this host", file=sys.stderr)
         return 1
     plan = [("worker", 0), ("worker", 20), ("no_per_opcode", 0), ("per_opcode_only", 0),
-            ("time_only", 0), ("no_launch_stats", 0), ("worker_warmed", 0), ("worker_warmed", 20)]  # fmt: skip
+            ("time_only", 0), ("no_launch_stats", 0), ("launch_metrics", 0), ("worker_warmed", 0), ("worker_warmed", 20)]  # fmt: skip
     plan = [(name, calls) for name, calls in plan if not args.only or name in args.only]
     for _ in range(args.repeats):
         for name, calls_before in plan:
