@@ -91,6 +91,8 @@ def command_for(ncu: str, name: str, log: str, child: list[str]) -> list[str]:
         changed[metrics_at] = ",".join([TIME_METRIC, tensor_metric("hopper") or TIME_METRIC])
     elif name == "time_only":
         changed[metrics_at] = TIME_METRIC
+    elif name == "no_rules":  # the section kept, ncu's analysis rules for it not run
+        changed[1:1] = ["--apply-rules", "no"]
     elif name in ("no_launch_stats", "launch_metrics"):
         at = changed.index("LaunchStats")
         del changed[at - 1 : at + 1]
@@ -110,8 +112,9 @@ def main() -> int:
     if ncu is None:
         print("ncu is not installed on this host", file=sys.stderr)
         return 1
-    plan = [("worker", 0), ("worker", 20), ("no_per_opcode", 0), ("per_opcode_only", 0),
-            ("time_only", 0), ("no_launch_stats", 0), ("launch_metrics", 0), ("worker_warmed", 0), ("worker_warmed", 20)]  # fmt: skip
+    plan = [("worker", 0), ("worker", 20), ("no_per_opcode", 0), ("per_opcode_only", 0), ("time_only", 0),
+            ("no_launch_stats", 0), ("launch_metrics", 0), ("no_rules", 0), ("worker_warmed", 0),
+            ("worker_warmed", 20)]  # fmt: skip
     plan = [(name, calls) for name, calls in plan if not args.only or name in args.only]
     for _ in range(args.repeats):
         for name, calls_before in plan:
