@@ -35,7 +35,7 @@ def test_the_warm_up_covers_every_fp8_attention_task_and_reads_the_catalogues_ru
         definition = json.loads((tasks_dir() / "definitions" / f"{name}.json").read_text())
         # The warm-up builds its spec from plain JSON (a bare GPU host has no pydantic): the same
         # workload, axes and rule as the evaluation's own spec.
-        mine = cudnn_fp8_attention._smallest_spec(definition)
+        mine = cudnn_fp8_attention.smallest_spec(definition)
         theirs = gpu_spec(task, task.smallest_workload(), task.target("hopper"))
         assert mine["axes"] == theirs["axes"] and mine["workload_inputs"] == theirs["workload_inputs"]
         for key in ("atol", "rtol", "matched_ratio", "outlier_bound", "output_tolerances"):

@@ -144,7 +144,7 @@ def warm() -> int:
         definition = json.loads((tasks_dir() / "definitions" / f"{task}.json").read_text())
         started = time.perf_counter()
         try:
-            spec = _smallest_spec(definition)
+            spec = smallest_spec(definition)
             values = make_inputs(spec, seed=1, device="cuda")
             inputs = dict(zip(definition["inputs"], values, strict=True))
             got = Fp8Attention(inputs["Q"], "causal:true" in definition["tags"]).run(inputs)
@@ -166,7 +166,7 @@ def warm() -> int:
     return 1 if failures else 0
 
 
-def _smallest_spec(definition: dict) -> dict:
+def smallest_spec(definition: dict) -> dict:
     """The task's first (smallest) workload as the spec `make_inputs` and the rule read, with the task's
     tolerances from the catalogue's sidecar (plain JSON: a bare GPU host has no pydantic)."""
     from workbench.paths import tasks_dir
