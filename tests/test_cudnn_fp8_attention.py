@@ -23,7 +23,8 @@ def catalogue() -> Catalogue:
 def test_the_warm_up_covers_every_fp8_attention_task_and_reads_the_catalogues_rule(
     catalogue: Catalogue,
 ) -> None:
-    names = cudnn_fp8_attention.fp8_tasks()
+    sidecar = json.loads((tasks_dir() / "workbench.json").read_text())["tasks"]
+    names = cudnn_fp8_attention.fp8_tasks(sidecar)
     assert names == sorted(
         name
         for name, task in catalogue.tasks.items()
@@ -35,7 +36,7 @@ def test_the_warm_up_covers_every_fp8_attention_task_and_reads_the_catalogues_ru
         definition = json.loads((tasks_dir() / "definitions" / f"{name}.json").read_text())
         # The warm-up builds its spec from plain JSON (a bare GPU host has no pydantic): the same
         # workload, axes and rule as the evaluation's own spec.
-        mine = cudnn_fp8_attention.smallest_spec(definition)
+        mine = cudnn_fp8_attention.smallest_spec(definition, sidecar[name])
         theirs = gpu_spec(task, task.smallest_workload(), task.target("hopper"))
         assert mine["axes"] == theirs["axes"] and mine["workload_inputs"] == theirs["workload_inputs"]
         for key in ("atol", "rtol", "matched_ratio", "outlier_bound", "output_tolerances"):

@@ -288,7 +288,7 @@ def _cudnn_fp8_attention(spec: dict, inputs: dict[str, torch.Tensor], device: st
     if missing:
         raise BaselineUnavailable(missing)
     try:
-        graph = cudnn_fp8_attention.Fp8Attention(inputs["Q"], bool(spec.get("causal")))
+        graph = cudnn_fp8_attention.Fp8Attention(inputs, bool(spec.get("causal")))
     except Exception as exc:  # noqa: BLE001 - a graph cuDNN will not build for this shape: say why
         raise BaselineUnavailable(
             f"cuDNN's sdpa_fp8 graph could not be built for this workload ({type(exc).__name__}: "
@@ -299,7 +299,7 @@ def _cudnn_fp8_attention(spec: dict, inputs: dict[str, torch.Tensor], device: st
         fill_poison(graph.o)
         fill_poison(graph.stats)
 
-    return Baseline(cudnn_fp8_attention.NAME, inputs, call=lambda: graph.run(inputs), clear=clear)
+    return Baseline(cudnn_fp8_attention.NAME, inputs, call=graph.run, clear=clear)
 
 
 # The library a user would pick for each family whose baseline is not cuBLAS or cuDNN (DESIGN.md, Tasks);
