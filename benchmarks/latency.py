@@ -26,7 +26,6 @@ import asyncio
 import datetime
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -64,14 +63,9 @@ def measured(stages: dict[str, Any], phases: dict[str, float] | None, wall_s: fl
         "timing_parts_s": (stages.get("timing") or {}).get("parts_s"),
         "profiler_prepared": (stages.get("dynamic") or {}).get("profiler_prepared"),
         # ncu's own time from the go signal to its exit: the rest of the dynamic tier is the worker's.
-        "ncu_after_go_s": ncu_after_go((stages.get("dynamic") or {}).get("message") or ""),
+        "ncu_after_go_s": (stages.get("dynamic") or {}).get("ncu_s"),
         "phases_s": phases or {},
     }
-
-
-def ncu_after_go(message: str) -> float | None:
-    found = re.search(r"ncu finished ([0-9.]+) s after the go signal", message)
-    return float(found.group(1)) if found else None
 
 
 def one_shot(env: dict[str, str], service: bool) -> dict[str, Any]:

@@ -437,6 +437,9 @@ def test_headline_gemm_passes_all_five_tiers_through_the_local_executor(tmp_path
     assert correctness.memcheck_wait_s is not None and correctness.memcheck_wait_s >= 0
     assert correctness.memcheck_ready is not None
     assert result.stages.dynamic.profiler_prepared is not None
+    assert result.stages.dynamic.ncu_s is not None and 0 < result.stages.dynamic.ncu_s <= (
+        result.stages.dynamic.duration_s or 0
+    )
     assert result.stages.dynamic.tensor_share == pytest.approx(1.0)
     assert result.stages.dynamic.workload_axes == {"M": 8192, "N": 7168, "K": 5120}
     assert result.stages.timing.speedup is not None and not result.stages.timing.faster_than_light

@@ -141,6 +141,9 @@ class DynamicStage(StageBase):
         description="whether the profiled process had its context and the call's inputs when the stage "
         "began (False: its set-up was in the stage's time)",
     )
+    ncu_s: float | None = Field(
+        default=None, description="seconds from the go signal to ncu's exit: the profiled call under ncu"
+    )
     workload_axes: dict[str, int] = Field(default_factory=dict)
     kernels: list[str] = Field(default_factory=list)
     launches: list[KernelLaunch] = Field(default_factory=list)

@@ -52,6 +52,7 @@ def run_dynamic(session: Session) -> StageRecord:
         session.spec.get("target", ""),
         session.own,
     )
+    stage["ncu_s"] = round(waited_s, 3)
     stage["message"] += f" [ncu finished {waited_s:.2f} s after the go signal]"
     if profiler.source_counters and launches:
         stage["source_counts"], problem = profiler.source_counts(session.own or set())
