@@ -74,6 +74,7 @@ def test_reference_builds_without_spills_and_holds_its_tasks_family(
     ("path", "task"),
     [
         ("gqa/paged_decode_bulk.cu", "gqa_paged_decode_h24_kv8_d128_ps1"),
+        ("gdn/gdn_decode_bulk.cu", "gdn_decode_qk4_v8_d128_k_last"),
         ("gdn/gdn_mtp_bulk.cu", "gdn_mtp_qk4_v8_d128_k_last"),
     ],
 )
