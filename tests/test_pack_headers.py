@@ -129,7 +129,7 @@ def test_wgmma_helpers_emit_hgmma_setmaxreg_and_stsm(out_dir: Path) -> None:
 
 @needs_nvcc
 @needs_cuobjdump
-def test_tcgen05_helpers_emit_utchmma_tmem_and_pair_forms(out_dir: Path) -> None:
+def test_tcgen05_helpers_emit_utchmma_utcqmma_tmem_gather_and_pair_forms(out_dir: Path) -> None:
     code = sass(compile_cubin(CHECKS / "blackwell_check.cu", "blackwell", out_dir))
     for opcode in (
         "UTCHMMA",
@@ -141,6 +141,8 @@ def test_tcgen05_helpers_emit_utchmma_tmem_and_pair_forms(out_dir: Path) -> None
         "STTM.x16",
         "STTM.x32",
         "UTMALDG.2D.2CTA",
+        "UTCQMMA",
+        "UTMALDG.2D.GATHER4",
     ):
         assert opcode in code, opcode
 

@@ -1,5 +1,6 @@
-// ptxwb_tcgen05.cuh: Tensor Memory (TMEM), tcgen05.mma (bf16 in, fp32 accumulate in TMEM),
-// tcgen05.commit to an mbarrier, tcgen05.ld/st, and the 2-CTA forms. Target: sm_100a only.
+// ptxwb_tcgen05.cuh: Tensor Memory (TMEM), tcgen05.mma (bf16 or FP8 in, fp32 accumulate in TMEM),
+// tcgen05.commit to an mbarrier, tcgen05.ld/st, the 2-CTA forms and TMA's four-row gather.
+// Target: sm_100a only.
 // All tcgen05 instructions of one kernel must use the same cta_group (::1 or ::2).
 #pragma once
 #include <cuda.h>
@@ -44,6 +45,16 @@ __host__ __device__ constexpr uint32_t make_idesc_bf16_f32(uint32_t m, uint32_t 
                                                            uint32_t b_mn_major = 0) {
   return (1u << 4) | (1u << 7) | (1u << 10) | (a_mn_major << 15) | (b_mn_major << 16) | ((n >> 3) << 17) |
          ((m >> 4) << 24);
+}
+
+// ---- instruction descriptor for .kind::f8f6f4 with 8-bit float inputs, f32 accumulator ------------
+// Same fields as above; bits 7-9 / 10-12 hold the A / B format: 0 = e4m3, 1 = e5m2. Both K-major here
+// (the layout every reference of this workbench uses for FP8).
+constexpr uint32_t kFmtE4M3 = 0;
+constexpr uint32_t kFmtE5M2 = 1;
+__host__ __device__ constexpr uint32_t make_idesc_f8_f32(uint32_t m, uint32_t n, uint32_t a_fmt = kFmtE4M3,
+                                                         uint32_t b_fmt = kFmtE4M3) {
+  return (1u << 4) | (a_fmt << 7) | (b_fmt << 10) | ((n >> 3) << 17) | ((m >> 4) << 24);
 }
 
 // ---- Tensor Memory allocation (one full warp executes each) -----------------------------------
@@ -98,6 +109,17 @@ __device__ __forceinline__ void tc05_mma_bf16_ts(uint32_t d_tmem, uint32_t a_tme
       "setp.ne.b32 p, %4, 0;\n\t"
       "tcgen05.mma.cta_group::1.kind::f16 [%0], [%1], %2, %3, p;\n\t}"
       ::"r"(d_tmem), "r"(a_tmem), "l"(b_desc), "r"(idesc), "r"(accumulate) : "memory");
+}
+
+// FP8: K is 32 per instruction (32 bytes of a row, as for bf16's 16), so a k-step advances a K-major
+// descriptor by the same 32 bytes. SASS: UTCQMMA.
+__device__ __forceinline__ void tc05_mma_f8_ss(uint32_t d_tmem, uint64_t a_desc, uint64_t b_desc, uint32_t idesc,
+                                               uint32_t accumulate) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "setp.ne.b32 p, %4, 0;\n\t"
+      "tcgen05.mma.cta_group::1.kind::f8f6f4 [%0], %1, %2, %3, p;\n\t}"
+      ::"r"(d_tmem), "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(accumulate) : "memory");
 }
 
 // The mbarrier receives one arrive when all tcgen05 ops issued so far by this thread complete
@@ -225,6 +247,21 @@ __device__ __forceinline__ void tma_load_2d_pair(void* dst, const CUtensorMap* m
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.cta_group::2"
       " [%0], [%1, {%3, %4}], [%2];"
       ::"r"(tc_smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(bar_cluster_addr), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+// ---- TMA gather of four rows (sm_100a) ------------------------------------------------------------
+// Rows r0..r3 of a 2-D tensor map whose box is one row high land one after another at `dst` (box
+// width elements each, from column c0), e.g. four tokens' rows of a paged KV cache seen as
+// [pages * Hkv, 128]. The swizzle follows the shared-memory address, as for tile loads. SASS:
+// UTMALDG.2D.GATHER4.
+__device__ __forceinline__ void tma_load_2d_gather4(void* dst, const CUtensorMap* map, uint64_t* bar, int32_t c0,
+                                                    int32_t r0, int32_t r1, int32_t r2, int32_t r3) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cta.global.tile::gather4.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5, %6, %7}], [%2];"
+      ::"r"(tc_smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(tc_smem_u32(bar)), "r"(c0), "r"(r0),
+        "r"(r1), "r"(r2), "r"(r3)
       : "memory");
 }
 

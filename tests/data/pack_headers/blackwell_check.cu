@@ -90,3 +90,48 @@ tcgen05_cta_pair(const __grid_constant__ CUtensorMap map, float* out) {
     tmem_dealloc_pair(tmem_base, 256);
   }
 }
+
+// FP8 MMA from a tile gathered four rows at a time (the paged-KV pattern).
+__global__ void __launch_bounds__(128, 1) tcgen05_fp8_gather(const __grid_constant__ CUtensorMap map,
+                                                             const int* rows, float* out) {
+  __shared__ alignas(1024) unsigned char tile[128 * 128];
+  __shared__ alignas(8) uint64_t bar;
+  __shared__ uint32_t tmem_base;
+  const int warp = threadIdx.x / 32;
+  if (warp == 0) {
+    tmem_alloc(&tmem_base, 128);
+    tmem_relinquish();
+  }
+  if (threadIdx.x == 32) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(tc_smem_u32(&bar)));
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(tc_smem_u32(&bar)), "r"(128 * 128));
+    for (int i = 0; i < 128; i += 4) {
+      tma_load_2d_gather4(tile + i * 128, &map, &bar, 0, rows[i], rows[i + 1], rows[i + 2], rows[i + 3]);
+    }
+  }
+  tc05_fence_before_sync();
+  __syncthreads();
+  tc05_fence_after_sync();
+  asm volatile("{\n\t.reg .pred p;\n\twait:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n\t"
+               "@!p bra wait;\n\t}" ::"r"(tc_smem_u32(&bar)) : "memory");
+  if (threadIdx.x == 0) {
+    const uint64_t a = tc_desc_kmajor_sw128(tile);
+    tc05_mma_f8_ss(tmem_base, a, a, make_idesc_f8_f32(128, 128), 0);
+    tc05_mma_f8_ss(tmem_base, a + 2, a + 2, make_idesc_f8_f32(128, 128, kFmtE5M2, kFmtE5M2), 1);
+    tc05_commit(&bar);
+  }
+  asm volatile("{\n\t.reg .pred p;\n\twait:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], 1;\n\t"
+               "@!p bra wait;\n\t}" ::"r"(tc_smem_u32(&bar)) : "memory");
+  tc05_fence_after_sync();
+  uint32_t r[16];
+  tmem_ld_32x32b_x16(tmem_addr(tmem_base, 32 * (warp % 4), 0), r);
+  tmem_wait_ld();
+  fence_regs(r);
+  out[threadIdx.x] = __uint_as_float(r[0]);
+  tc05_fence_before_sync();
+  __syncthreads();
+  if (warp == 0) {
+    tc05_fence_after_sync();
+    tmem_dealloc(tmem_base, 128);
+  }
+}
