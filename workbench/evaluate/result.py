@@ -223,7 +223,8 @@ class TimingStage(StageBase):
     parts_s: dict[str, float] = Field(
         default_factory=dict,
         description="the stage's wall seconds by part: warm_up, timed_rounds (of which checks: the judge "
-        "reading every timed call's outputs), collect (the trace), statistics",
+        "reading every timed call's outputs, and within it checks.draw, .copy, .inputs, .library, "
+        ".reference and .compare as the judge timed them), collect (the trace), statistics",
     )
 
 

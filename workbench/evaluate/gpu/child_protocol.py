@@ -248,6 +248,7 @@ class Snapshot(TypedDict):
 
 class Checked(TypedDict):
     trial: Trial
+    parts_s: NotRequired[dict[str, float]]  # a timed call's check, its seconds by part
 
 
 class Released(TypedDict):

@@ -56,6 +56,23 @@ from workbench.evaluate.gpu.protocol import ProtocolError, Status
 DERIVED_ATOL = 1e-3  # the fast forward of a timed call, redrawn here: the same kernels on the same inputs
 
 
+class PartClock:
+    """Seconds by part of one check, reported for timed calls (the timing stage's `parts_s`). The device
+    is synchronised at each mark, so the GPU work queued in a part is counted in that part."""
+
+    def __init__(self, device: str) -> None:
+        self.cuda = device.startswith("cuda")
+        self.parts: dict[str, float] = {}
+        self.last = time.perf_counter()
+
+    def mark(self, part: str) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        self.parts[part] = self.parts.get(part, 0.0) + now - self.last
+        self.last = now
+
+
 class Judge:
     def __init__(self, channel: ChildChannel, device: str) -> None:
         self.channel = channel
@@ -110,31 +127,38 @@ class Judge:
             return {"error": "no snapshot of the inputs was taken before this call"}
         before = self.snapshot_inputs
         self.snapshot_inputs = None
-        return {"trial": self._judge(request, before, fresh=bool(request.get("fresh")))}
+        trial = self._judge(request, before, PartClock(self.device), fresh=bool(request.get("fresh")))
+        return {"trial": trial}
 
     def check_timed(self, request: dict) -> dict:
         seed = int(request["seed"])
+        clock = PartClock(self.device)
         drawn: dict[str, object] = {**random_inputs(self.spec, seed, self.device), **scalar_inputs(self.spec)}
         drawn.update(derive(self.spec, drawn, fast=True))
         expected_inputs = {name: drawn[name] for name in self._input_meta()}
-        return {
-            "trial": self._judge(request, expected_inputs, fresh=False, derived_atol=DERIVED_ATOL, quick=True)
-        }
+        clock.mark("draw")
+        trial = self._judge(
+            request, expected_inputs, clock, fresh=False, derived_atol=DERIVED_ATOL, quick=True
+        )
+        return {"trial": trial, "parts_s": clock.parts}
 
     def _judge(
         self,
         request: dict,
         before: dict[str, Any],
+        clock: PartClock,
         fresh: bool,
         derived_atol: float | None = None,
         quick: bool = False,
     ) -> dict:
         """One call's trial: its inputs after the call against `before`, its outputs against the
-        reference run on `before`."""
+        reference run on `before`; `clock` marks copy, inputs, library (a timed call's half-tolerance
+        check against the library's answer), reference and compare."""
         seed = int(request["seed"])
         exports = request["exports"]
         after = self._copy(exports["inputs"], self._input_meta())
         got = self._copy(exports["outputs"], self._output_meta())
+        clock.mark("copy")
         trial: dict = {"seed": seed, "passed": False, "fresh_addresses": fresh, "outputs": {}}
         derived = set(self.spec.get("derived_inputs") or []) if derived_atol is not None else set()
         exact = [name for name in before if name not in derived]
@@ -144,6 +168,7 @@ class Judge:
             for name in derived
             if not torch.allclose(before[name].float(), after[name].float(), atol=derived_atol or 0.0, rtol=0)
         ]
+        clock.mark("inputs")
         if modified:
             trial.update(
                 status=Status.inputs_modified, message=f"the call changed input(s) {', '.join(modified)}"
@@ -156,18 +181,18 @@ class Judge:
         ratio = float(self.spec.get("matched_ratio", 1.0))
         bound = self.spec.get("outlier_bound")
         tolerances = [output_tolerance(self.spec, name) for name in got]
-        if (
-            quick
-            and self.fast_trusted
-            and self._passes_against_library(arguments, got, tolerances, ratio, bound)
-        ):
-            trial["outputs"] = {name: {"name": name, "passed": True} for name in got}
-            trial.update(status=PASSED, message="", passed=True)
-            return trial
+        if quick and self.fast_trusted:
+            close = self._passes_against_library(arguments, got, tolerances, ratio, bound)
+            clock.mark("library")
+            if close:
+                trial["outputs"] = {name: {"name": name, "passed": True} for name in got}
+                trial.update(status=PASSED, message="", passed=True)
+                return trial
         with torch.no_grad():
             if self.reference is None:
                 raise RuntimeError("the judge was asked to check a call before its set-up")
             expected = run_reference(self.reference, self.spec["definition"], self.spec["axes"], ordered)
+        clock.mark("reference")
         if not quick and self.fast_trusted is not False:
             self._earn_trust(arguments, got, expected, tolerances)
         status: str = PASSED
@@ -182,6 +207,7 @@ class Judge:
             trial["outputs"][name] = check
             if out_status != PASSED and status == PASSED:
                 status, message = out_status, f"output {name}: {check.get('reason', '')}"
+        clock.mark("compare")
         trial.update(status=status, message=message, passed=status == PASSED)
         return trial
 

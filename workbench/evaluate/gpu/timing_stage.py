@@ -32,6 +32,7 @@ class TimedRounds:
         self.calls = 0
         self.rounds = 0  # warm-up rounds
         self.checks_s = 0.0  # the judge's checks of the timed calls' outputs, in all
+        self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (judge.PartClock)
 
     def call(self, entrant: str, keep: bool) -> int:
         """One call of `entrant`, prepared off the clock and timed around the runner's answer: its seed."""
@@ -80,6 +81,8 @@ class TimedRounds:
                 {"cmd": "check_timed", "exports": session.exports["same"], "seed": seed}
             )
             self.checks_s += time.perf_counter() - began
+            for part, seconds in (reply.get("parts_s") or {}).items():
+                self.check_parts[part] = self.check_parts.get(part, 0.0) + seconds
             trial = reply["trial"]
             trial["timed_call"] = number + 1
             checked.append(trial)
@@ -115,6 +118,7 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
     stage = timing_stage(trace, rounds.walls, rounds.names, session.spec, session.own, session.device_name)
     mark("statistics")
     parts["checks"] = round(rounds.checks_s, 4)  # within timed_rounds
+    parts.update({f"checks.{part}": round(seconds, 4) for part, seconds in rounds.check_parts.items()})
     stage.update(warmup=rounds.rounds, l2_flush_bytes=ended.get("l2_flush_bytes"), parts_s=parts)
     _record_checked(stage, checked, bad)
     session.timed_calls = [window.kernels for window in trace.labelled("call:candidate")]
