@@ -1,0 +1,171 @@
+"""Probe (GPU host): which Nsight Compute metrics tell the bytes a memory-bound task moves through the
+asynchronous copy engine (TMA, bulk copies) from the bytes it moves through ordinary loads.
+
+Why: the paged decode and gated delta-net tasks require ASYNC_COPY, and the dynamic tier asks only that
+an UBLKCP or UTMALDG executed. `probe_kernels/decode_token_bulk_copy.cu` is correct, issues one 16-byte
+bulk copy per CTA whose bytes never reach the answer, and reads every K and V row with LDG: it passes
+today. A rule that the required family must carry the task's bytes (as the tensor families must do its
+FLOPs) needs a metric for those bytes; this probe finds candidates and measures them on both kernels.
+
+1. `ncu --query-metrics` on this device; the base metrics whose names match `--pattern` (TMA, bulk,
+   LDGSTS, the xbar and LSU global-load paths, DRAM and L2 reads) are kept, with `.sum`.
+2. Each kernel is built with the evaluator's build and profiled on the task's headline workload (the
+   evaluator's inputs, one unprofiled call first) with those metrics and the per-opcode counts.
+3. A table: metric, the reference's value, the decoy's, and the task's minimum bytes for scale; with
+   `--verdict`, each kernel's verdict from the local executor (the decoy's shows the hole).
+
+Run: `python benchmarks/async_copy_bytes_probe.py [--out FILE.json] [--verdict]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TASK = "gqa_paged_decode_h24_kv8_d128_ps1"
+KERNELS = {
+    "reference (bulk copies)": HERE.parent / "references" / "gqa" / "paged_decode_bulk.cu",
+    "decoy (token copy, LDG)": HERE / "probe_kernels" / "decode_token_bulk_copy.cu",
+}
+PATTERN = (
+    r"tma|bulk|ldgsts|xbar2l1tex|lsu_mem_global_op_ld|dram__bytes_read|lts__t_(sectors|bytes)_srcunit_tex"
+)
+PER_OPCODE = "sass__thread_inst_executed_true_per_opcode"
+METRIC_NAME = re.compile(r"^\s*([a-z0-9]+__[a-z0-9_]+)\b")
+
+
+def query_metrics(ncu: str, pattern: str) -> list[str]:
+    listing = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, check=True).stdout
+    names = {m.group(1) for line in listing.splitlines() if (m := METRIC_NAME.match(line))}
+    chosen = sorted(name for name in names if re.search(pattern, name))
+    return [f"{name}.sum" for name in chosen]
+
+
+def child(library: str) -> None:
+    """One unprofiled call, then one between cudaProfilerStart and Stop, on the task's headline inputs."""
+    import torch
+    import tvm_ffi
+
+    from workbench.evaluate.gpu.inputs import make_inputs, make_outputs
+    from workbench.evaluate.gpu_spec import gpu_spec
+    from workbench.tasks import Catalogue
+    from workbench.tasks.targets import get_target
+
+    task = Catalogue.load().get(TASK)
+    spec = gpu_spec(task, task.workload(), get_target("hopper"))
+    run = tvm_ffi.load_module(library)["run"]
+    arguments = [*make_inputs(spec, int(spec["seed"])), *make_outputs(spec)]
+    run(*arguments)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    run(*arguments)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+
+
+def profile_once(ncu: str, library: str, metrics: list[str]) -> dict[str, str] | None:
+    """The profiled kernel's values by metric (as ncu prints them, one per launch), or None where ncu
+    refused the list (a name this device cannot collect as `.sum`)."""
+    log = Path(tempfile.mkdtemp(prefix="async-copy-probe-")) / "ncu.csv"
+    argv = [
+        ncu, "--profile-from-start", "off", "--clock-control", "none", "--metrics", ",".join(metrics),
+        "--csv", "--page", "raw", "--print-units", "base", "--log-file", str(log),
+        sys.executable, __file__, "--child", library,
+    ]  # fmt: skip
+    done = subprocess.run(argv, check=False, capture_output=True, text=True)
+    lines = [line for line in log.read_text().splitlines() if line.startswith('"')] if log.exists() else []
+    if done.returncode != 0 or len(lines) < 3:
+        return None
+    rows = list(csv.reader(lines))
+    header, values = rows[0], rows[2:]  # rows[1]: units
+    return {name: "; ".join(row[i] for row in values) for i, name in enumerate(header) if "__" in name}
+
+
+def profile(ncu: str, library: str, metrics: list[str]) -> dict[str, str]:
+    """All metrics in one profile, else one at a time (the ones ncu refuses are left out)."""
+    wanted = [*metrics, PER_OPCODE]
+    together = profile_once(ncu, library, wanted)
+    if together is not None:
+        return together
+    values: dict[str, str] = {}
+    for metric in wanted:
+        values.update(profile_once(ncu, library, [metric]) or {metric: "refused"})
+    return values
+
+
+def verdict(source: Path) -> dict:
+    from workbench.evaluate.executors import make_executor
+    from workbench.evaluate.request import EvalRequest
+
+    request = EvalRequest(task=TASK, target="hopper", source=source.read_text())
+    result = asyncio.run(make_executor("local", Path(tempfile.mkdtemp())).evaluate(request))
+    dynamic = result.stages.dynamic
+    return {
+        "status": result.model_dump(mode="json")["status"],
+        "dynamic": dynamic.message if dynamic else None,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child")
+    parser.add_argument("--pattern", default=PATTERN)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--verdict", action="store_true", help="also judge each kernel with the local executor"
+    )
+    args = parser.parse_args()
+    if args.child:
+        child(args.child)
+        return 0
+
+    from workbench.evaluate.build.nvcc import build
+    from workbench.evaluate.gpu.toolchain import find_tool
+    from workbench.tasks import Catalogue
+    from workbench.tasks.targets import get_target
+
+    ncu = find_tool("ncu")
+    if ncu is None:
+        print("async_copy_bytes_probe: ncu not found", file=sys.stderr)
+        return 2
+    metrics = query_metrics(str(ncu), args.pattern)
+    task = Catalogue.load().get(TASK)
+    report: dict = {
+        "task": TASK,
+        "min_bytes": task.min_bytes(task.workload()),
+        "metrics": metrics,
+        "kernels": {},
+    }
+    for name, path in KERNELS.items():
+        stage = asyncio.run(build(path.read_text(), get_target("hopper")))
+        if stage.library_path is None:
+            print(f"async_copy_bytes_probe: {path.name} did not build: {stage.message}", file=sys.stderr)
+            return 1
+        entry: dict = {"values": profile(str(ncu), stage.library_path, metrics)}
+        if args.verdict:
+            entry["verdict"] = verdict(path)
+        report["kernels"][name] = entry
+    names = list(report["kernels"])
+    print(f"task {TASK}: minimum bytes {report['min_bytes']:.4g}")
+    print(f"{'metric':72} " + " ".join(f"{n:>26}" for n in names))
+    for metric in [*metrics, PER_OPCODE]:
+        cells = [report["kernels"][n]["values"].get(metric, "-") for n in names]
+        print(f"{metric:72} " + " ".join(f"{c[:26]:>26}" for c in cells))
+    for name in names:
+        if "verdict" in report["kernels"][name]:
+            print(f"{name}: {report['kernels'][name]['verdict']}")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
