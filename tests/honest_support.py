@@ -6,12 +6,20 @@ a refusal of one of them is a bug in the rule. Each file's first line says which
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 HONEST = Path(__file__).parent / "data" / "honest"
 CUDA = sorted(HONEST.glob("*.cu"))
 TRITON = sorted((HONEST / "triton").glob("*.py"))
 TASK = "gemm_n7168_k5120"
+_TASK_LINE = re.compile(r"^(?://|#) task: (\S+)$", re.MULTILINE)
+
+
+def task_of(path: Path) -> str:
+    """The task a kernel's header names (`// task: NAME` among its first lines), else the headline GEMM."""
+    found = _TASK_LINE.search("\n".join(path.read_text().splitlines()[:8]))
+    return found.group(1) if found else TASK
 
 
 def target_of(path: Path) -> str:

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from tests.build_support import needs_nvcc, session_cache
-from tests.honest_support import CUDA, TASK, TRITON, target_of
+from tests.honest_support import CUDA, TRITON, target_of, task_of
 from workbench.evaluate.build.ban import scan
 from workbench.evaluate.build.triton_ban import scan as triton_scan
 from workbench.evaluate.executors import make_executor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult, Status
+from workbench.tasks import Catalogue
 
 
 def test_the_corpus_is_large_and_each_kernel_says_what_it_exercises() -> None:
@@ -24,6 +25,10 @@ def test_the_corpus_is_large_and_each_kernel_says_what_it_exercises() -> None:
     for path in TRITON:
         assert path.read_text().startswith('"""Honest corpus (Triton)'), path.name
     assert {target_of(p) for p in CUDA} == {"hopper", "blackwell"}
+    # Not only the headline GEMM: a memory-bound family's kernels too, each naming a task of the catalogue.
+    catalogue = Catalogue.load()
+    assert all(catalogue.get(task_of(p)) for p in CUDA + TRITON)
+    assert any(catalogue.get(task_of(p)).target("hopper").required_family == "ASYNC_COPY" for p in CUDA)
 
 
 @pytest.mark.parametrize("path", CUDA + TRITON, ids=lambda p: p.name)
@@ -35,7 +40,7 @@ def test_the_source_scan_refuses_none(path: Path) -> None:
 def _evaluate(path: Path, cache: Path) -> EvalResult:
     executor = make_executor("static", cache)
     request = EvalRequest(
-        task=TASK,
+        task=task_of(path),
         target=target_of(path),  # type: ignore[arg-type]
         source=path.read_text(),
         language="triton" if path.suffix == ".py" else "cuda",
