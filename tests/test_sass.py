@@ -52,6 +52,16 @@ def test_families_of_the_tma_dump() -> None:
     assert "no GMMA instruction" in message and "UTMALDG x1" in message and "SYNCS x4" in message
 
 
+def test_a_kernel_without_the_copy_engine_is_told_what_moves_its_bytes_instead() -> None:
+    opcodes = {"LDG": 17, "LDGSTS": 4, "FFMA": 127, "STG": 3}
+    message = missing_family_message("ASYNC_COPY", opcodes)
+    assert message.startswith("no ASYNC_COPY instruction (UBLKCP/UTMALDG")
+    assert "it has instead: LDG x17 (ordinary global loads); LDGSTS x4 (cp.async" in message
+    assert "FFMA x127" in message and "STG" not in message
+    # The loads are named only where the copy engine is what is missing.
+    assert "LDG" not in missing_family_message("GMMA", opcodes)
+
+
 def test_predicates_and_modifiers() -> None:
     text = (
         "\t\tFunction : k\n"

@@ -52,6 +52,11 @@ FALLBACK_FAMILIES: dict[str, frozenset[str]] = {
     "MMA_SYNC": frozenset({"HMMA", "IMMA", "DMMA", "BMMA", "QMMA", "OMMA"}),  # mma.sync / WMMA
     "SIMT_FMA": frozenset({"FFMA", "FFMA2", "HFMA2", "DFMA"}),
 }
+# What a kernel without the copy engine (ASYNC_COPY) moves its bytes with instead; named in its message.
+COPY_FALLBACKS: dict[str, str] = {
+    "LDG": "ordinary global loads",
+    "LDGSTS": "cp.async, Ampere's asynchronous copy, not the copy engine",
+}
 FAMILY_DESCRIPTIONS: dict[str, str] = {
     "GMMA": "wgmma.mma_async",
     "TMA": "cp.async.bulk.tensor",
@@ -134,6 +139,8 @@ def missing_family_message(required: str, opcodes: Mapping[str, int]) -> str:
     wanted = "/".join(sorted(FAMILIES[required]))
     message = f"no {required} instruction ({wanted}, from {FAMILY_DESCRIPTIONS[required]}) in the SASS"
     instead: list[str] = []
+    if required == "ASYNC_COPY":
+        instead += [f"{op} x{opcodes[op]} ({why})" for op, why in COPY_FALLBACKS.items() if opcodes.get(op)]
     for family in (*FALLBACK_FAMILIES, *(f for f in FAMILIES if f not in NARROW_FAMILIES)):
         present = {op: opcodes[op] for op in sorted(_ALL_FAMILIES[family]) if opcodes.get(op)}
         if family != required and present:
