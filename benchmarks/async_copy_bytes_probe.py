@@ -36,8 +36,11 @@ KERNELS = {
     "decoy (token copy, LDG)": HERE / "probe_kernels" / "decode_token_bulk_copy.cu",
 }
 PATTERN = (
-    r"tma|bulk|ldgsts|xbar2l1tex|lsu_mem_global_op_ld|dram__bytes_read|lts__t_(sectors|bytes)_srcunit_tex"
+    r"tma|bulk|ldgsts|xbar2l1tex|lsu_mem_global_op_ld|mem_texture|dram__bytes_read"
+    r"|lts__t_(sectors|bytes)_srcunit_tex"
 )
+# Ratios and rates have no `.sum`; only counters are asked for.
+NOT_COUNTERS = re.compile(r"rate|pct|ratio|per_|_realtime")
 PER_OPCODE = "sass__thread_inst_executed_true_per_opcode"
 METRIC_NAME = re.compile(r"^\s*([a-z0-9]+__[a-z0-9_]+)\b")
 
@@ -45,7 +48,7 @@ METRIC_NAME = re.compile(r"^\s*([a-z0-9]+__[a-z0-9_]+)\b")
 def query_metrics(ncu: str, pattern: str) -> list[str]:
     listing = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, check=True).stdout
     names = {m.group(1) for line in listing.splitlines() if (m := METRIC_NAME.match(line))}
-    chosen = sorted(name for name in names if re.search(pattern, name))
+    chosen = sorted(name for name in names if re.search(pattern, name) and not NOT_COUNTERS.search(name))
     return [f"{name}.sum" for name in chosen]
 
 
