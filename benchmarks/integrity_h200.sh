@@ -7,6 +7,8 @@
 #   pm          benchmarks/pm_sampling_probe.py (can tensor work be counted in the timed process?)
 #   signature   benchmarks/tensor_signature_probe.py (which sampled counters tell wgmma from mma.sync, per call)
 #   sessions    the shipped sessions recorded again (scripted models under references/scripts/)
+#   asynccopy   benchmarks/async_copy_bytes_probe.py --verdict (which metrics tell a token bulk copy beside
+#               ordinary loads from the copy engine carrying a memory-bound task's bytes)
 # Run from the checkout root after installing the GPU wheels (see shared/tools/device-wheels).
 set -u
 out=${OUT:-/tmp/integrity_h200}
@@ -44,6 +46,10 @@ for step in "$@"; do
       timeout "${SIGNATURE_S:-150}" python3 benchmarks/tensor_signature_probe.py >"$out/tensor_signature.log" 2>&1
       echo "signature probe exit $?" | tee -a "$out/summary.log"
       tail -60 "$out/tensor_signature.log" | tee -a "$out/summary.log" ;;
+    asynccopy)
+      timeout "${ASYNCCOPY_S:-420}" python3 benchmarks/async_copy_bytes_probe.py --verdict --out "$out/async_copy_bytes.json" >"$out/async_copy_bytes.log" 2>&1
+      echo "async copy probe exit $?" | tee -a "$out/summary.log"
+      tail -60 "$out/async_copy_bytes.log" | tee -a "$out/summary.log" ;;
     pm)
       timeout 120 python3 benchmarks/pm_sampling_probe.py >"$out/pm_sampling.log" 2>&1
       echo "pm probe exit $?" | tee -a "$out/summary.log"
