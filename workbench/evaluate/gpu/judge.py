@@ -127,6 +127,7 @@ class Judge:
             return {"error": "no snapshot of the inputs was taken before this call"}
         before = self.snapshot_inputs
         self.snapshot_inputs = None
+        # A correctness trial's parts go unreported: only the timed calls' checks are in the hot path.
         trial = self._judge(request, before, PartClock(self.device), fresh=bool(request.get("fresh")))
         return {"trial": trial}
 
