@@ -21,8 +21,9 @@
 //  * causal: a CTA visits its diagonal block (the only masked one) first, then the blocks below it;
 //    CTAs are launched heaviest first.
 //
-// Numerics. The task compares e4m3 O with the fp32 reference at atol = rtol = 1e-2, 99.5 % of the
-// elements inside. With its inputs (N(0,1) plus rare N(0,100) spikes) most rows are dominated by a few
+// Numerics. This kernel was written against the tasks' first rule: e4m3 O within atol = rtol = 1e-2 of
+// the fp32 reference on 99.5 % of the elements (they now judge O at 0.1, LSE at 1e-2; see
+// references/README.md), so its precision is more than the tasks ask. With their inputs (N(0,1) plus rare N(0,100) spikes) most rows are dominated by a few
 // keys and ~89 % of |O| exceed 0.125, where one e4m3 step (>= 0.0156) is already outside, so O must be
 // right to ~1e-4 relative before its last rounding. An ad-hoc CPU model of this kernel (not in the
 // repository; QGMMA as in references/fp8_gemm/qgmma_precision_model.py: each k32 group's products
@@ -54,8 +55,9 @@
 //  Cost: 2 S chains + 3 P V chains = 2.5x the task's tensor FLOPs (tensor share ~2.5; ~2.58 causal at
 //  L = 4096 with the full diagonal block), and the softmax spends ~17 CUDA-core instructions per score.
 //
-// Not measured: nothing here has run on a GPU yet: correctness, the tensor share and the speed are
-// unverified, and the numerics rest on the CPU model alone (it matched the FP8 GEMM's H200 failure rate).
+// Measured on the H200 (233cdb6, under the 1e-2 rule; benchmarks/results/
+// 2026-12-03_fp8_attention_reference_233cdb6_h200.log): every tier passed, plain and causal, with
+// 0.001-0.002 % of O outside 1e-2 in each trial, fewer than the model's bound.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
