@@ -42,12 +42,23 @@ PATTERN = (
 # Ratios and rates have no `.sum`; only counters are asked for.
 NOT_COUNTERS = re.compile(r"rate|pct|ratio|per_|_realtime")
 PER_OPCODE = "sass__thread_inst_executed_true_per_opcode"
-METRIC_NAME = re.compile(r"^\s*([a-z0-9]+__[a-z0-9_]+)\b")
+METRIC_NAME = re.compile(r"^\s*([a-z0-9]+__[a-z0-9_.]+)")
+# Profiled one at a time only when ncu refuses the list together: at most this many (each is a process).
+MAX_SINGLE = 24
 
 
 def query_metrics(ncu: str, pattern: str) -> list[str]:
-    listing = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, check=True).stdout
-    names = {m.group(1) for line in listing.splitlines() if (m := METRIC_NAME.match(line))}
+    """The counters matching `pattern`, as `.sum` names this ncu lists (its `all` mode prints every name
+    with its suffixes), or base names plus `.sum` where that mode is missing."""
+    listed = subprocess.run(
+        [ncu, "--query-metrics", "--query-metrics-mode", "all"], capture_output=True, text=True, check=False
+    )
+    full = listed.returncode == 0
+    if not full:
+        listed = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, check=True)
+    names = {m.group(1) for line in listed.stdout.splitlines() if (m := METRIC_NAME.match(line))}
+    if full:
+        names = {name.removesuffix(".sum") for name in names if name.endswith(".sum")}
     chosen = sorted(name for name in names if re.search(pattern, name) and not NOT_COUNTERS.search(name))
     return [f"{name}.sum" for name in chosen]
 
@@ -99,9 +110,9 @@ def profile(ncu: str, library: str, metrics: list[str]) -> dict[str, str]:
     if together is not None:
         return together
     values: dict[str, str] = {}
-    for metric in wanted:
+    for metric in wanted[:MAX_SINGLE]:
         values.update(profile_once(ncu, library, [metric]) or {metric: "refused"})
-    return values
+    return values | {metric: "not profiled (over the single-metric limit)" for metric in wanted[MAX_SINGLE:]}
 
 
 def verdict(source: Path) -> dict:
