@@ -192,6 +192,13 @@ async def sweep(count: int, cache: Path) -> dict[str, Any]:
     }
 
 
+def checks_by_part(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The median over the rows of the timing stage's checks and each of their parts (the judge's)."""
+    parts = [row.get("timing_parts_s") or {} for row in rows]
+    names = sorted({name for seen in parts for name in seen if name.startswith("checks")})
+    return {name: round(statistics.median(seen[name] for seen in parts if name in seen), 4) for name in names}
+
+
 def summary(label: str, rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
     values = [row[key] for row in rows]
     tiers = [row["tiers_s"] for row in rows]
@@ -203,6 +210,7 @@ def summary(label: str, rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
         "over_tiers": round(median / floor, 2) if floor else None,
         "speedups": [row["speedup"] for row in rows],
         "queue_s": [row["phases_s"].get("queue") for row in rows],
+        "timing_checks_s": checks_by_part(rows),
     }
     print(json.dumps(line), flush=True)
     return line
