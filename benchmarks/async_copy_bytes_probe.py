@@ -116,11 +116,13 @@ def profile(ncu: str, library: str, metrics: list[str]) -> dict[str, str]:
 
 
 def verdict(source: Path) -> dict:
+    from workbench.evaluate.build.nvcc import cache_root
     from workbench.evaluate.executors import make_executor
     from workbench.evaluate.request import EvalRequest
 
     request = EvalRequest(task=TASK, target="hopper", source=source.read_text())
-    result = asyncio.run(make_executor("local", Path(tempfile.mkdtemp())).evaluate(request))
+    # The build cache the profiling builds went to: the kernel is not compiled again.
+    result = asyncio.run(make_executor("local", cache_root()).evaluate(request))
     dynamic = result.stages.dynamic
     return {
         "status": result.model_dump(mode="json")["status"],

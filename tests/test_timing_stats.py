@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.evaluate.gpu import timing
+from workbench.evaluate.gpu import part_clock, timing
 from workbench.evaluate.gpu.baselines import make_baselines
 from workbench.evaluate.gpu.timing import (
     PEAKS,
@@ -238,3 +238,17 @@ def test_attention_forward_says_why_flashinfer_is_left_out_where_it_is_absent() 
     baselines, notes = make_baselines(spec, "cpu")
     assert [b.name for b in baselines] == ["cuDNN SDPA"]
     assert notes == ["second baseline left out: FlashInfer is not installed on this host"]
+
+
+def test_a_part_clock_adds_up_a_part_marked_twice_and_syncs_before_every_mark(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ticks = iter([0.0, 1.0, 3.5, 6.0])  # the start, then three marks
+    monkeypatch.setattr(part_clock.time, "perf_counter", lambda: next(ticks))
+    synced: list[int] = []
+    clock = part_clock.PartClock(lambda: synced.append(1))
+    clock.mark("copy")
+    clock.mark("compare")
+    clock.mark("copy")
+    assert clock.parts == {"copy": 3.5, "compare": 2.5} and len(synced) == 3
+    assert clock.rounded(0) == {"copy": 4.0, "compare": 2.0}

@@ -52,10 +52,13 @@ FALLBACK_FAMILIES: dict[str, frozenset[str]] = {
     "MMA_SYNC": frozenset({"HMMA", "IMMA", "DMMA", "BMMA", "QMMA", "OMMA"}),  # mma.sync / WMMA
     "SIMT_FMA": frozenset({"FFMA", "FFMA2", "HFMA2", "DFMA"}),
 }
-# What a kernel without the copy engine (ASYNC_COPY) moves its bytes with instead; named in its message.
-COPY_FALLBACKS: dict[str, str] = {
-    "LDG": "ordinary global loads",
-    "LDGSTS": "cp.async, Ampere's asynchronous copy, not the copy engine",
+# Per required family, what a kernel without it does the family's job with instead (opcode: what it is),
+# named first in its message: a memory-bound task's bytes through loads rather than the copy engine.
+REQUIRED_FALLBACKS: dict[str, dict[str, str]] = {
+    "ASYNC_COPY": {
+        "LDG": "ordinary global loads",
+        "LDGSTS": "cp.async, Ampere's asynchronous copy, not the copy engine",
+    },
 }
 FAMILY_DESCRIPTIONS: dict[str, str] = {
     "GMMA": "wgmma.mma_async",
@@ -139,8 +142,8 @@ def missing_family_message(required: str, opcodes: Mapping[str, int]) -> str:
     wanted = "/".join(sorted(FAMILIES[required]))
     message = f"no {required} instruction ({wanted}, from {FAMILY_DESCRIPTIONS[required]}) in the SASS"
     instead: list[str] = []
-    if required == "ASYNC_COPY":
-        instead += [f"{op} x{opcodes[op]} ({why})" for op, why in COPY_FALLBACKS.items() if opcodes.get(op)]
+    fallbacks = REQUIRED_FALLBACKS.get(required, {})
+    instead += [f"{op} x{opcodes[op]} ({why})" for op, why in fallbacks.items() if opcodes.get(op)]
     for family in (*FALLBACK_FAMILIES, *(f for f in FAMILIES if f not in NARROW_FAMILIES)):
         present = {op: opcodes[op] for op in sorted(_ALL_FAMILIES[family]) if opcodes.get(op)}
         if family != required and present:

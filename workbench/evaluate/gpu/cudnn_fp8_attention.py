@@ -172,8 +172,9 @@ def warm() -> int:
             failures += 1
             print(f"{task}: failed: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
             continue
-        _marker(task).parent.mkdir(parents=True, exist_ok=True)
-        _marker(task).write_text(f"passed {task}'s rule against its reference\n")
+        marker = _marker(task)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"passed {task}'s rule against its reference\n")
         print(f"{task}: ready in {time.perf_counter() - started:.1f} s (passed the task's rule)")
     return 1 if failures else 0
 

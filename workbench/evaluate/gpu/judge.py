@@ -51,26 +51,10 @@ from workbench.evaluate.gpu.inputs import (
     shape_of,
 )
 from workbench.evaluate.gpu.isolation import ChildChannel
+from workbench.evaluate.gpu.part_clock import PartClock
 from workbench.evaluate.gpu.protocol import ProtocolError, Status
 
 DERIVED_ATOL = 1e-3  # the fast forward of a timed call, redrawn here: the same kernels on the same inputs
-
-
-class PartClock:
-    """Seconds by part of one check, reported for timed calls (the timing stage's `parts_s`). The device
-    is synchronised at each mark, so the GPU work queued in a part is counted in that part."""
-
-    def __init__(self, device: str) -> None:
-        self.cuda = device.startswith("cuda")
-        self.parts: dict[str, float] = {}
-        self.last = time.perf_counter()
-
-    def mark(self, part: str) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
-        now = time.perf_counter()
-        self.parts[part] = self.parts.get(part, 0.0) + now - self.last
-        self.last = now
 
 
 class Judge:
@@ -127,13 +111,14 @@ class Judge:
             return {"error": "no snapshot of the inputs was taken before this call"}
         before = self.snapshot_inputs
         self.snapshot_inputs = None
-        # A correctness trial's parts go unreported: only the timed calls' checks are in the hot path.
-        trial = self._judge(request, before, PartClock(self.device), fresh=bool(request.get("fresh")))
+        # A correctness trial's parts go unreported (only timed calls' checks are): its clock never syncs.
+        trial = self._judge(request, before, PartClock(), fresh=bool(request.get("fresh")))
         return {"trial": trial}
 
     def check_timed(self, request: dict) -> dict:
         seed = int(request["seed"])
-        clock = PartClock(self.device)
+        # The device synchronised at each mark: the GPU work queued in a part is counted in it.
+        clock = PartClock(torch.cuda.synchronize if self.device.startswith("cuda") else None)
         drawn: dict[str, object] = {**random_inputs(self.spec, seed, self.device), **scalar_inputs(self.spec)}
         drawn.update(derive(self.spec, drawn, fast=True))
         expected_inputs = {name: drawn[name] for name in self._input_meta()}

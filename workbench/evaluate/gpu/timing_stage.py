@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from workbench.evaluate.gpu.call_seeds import call_seed
+from workbench.evaluate.gpu.part_clock import PartClock
 from workbench.evaluate.gpu.protocol import StageRecord, Status
 from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.stage_failed import StageFailed
@@ -32,7 +33,7 @@ class TimedRounds:
         self.calls = 0
         self.rounds = 0  # warm-up rounds
         self.checks_s = 0.0  # the judge's checks of the timed calls' outputs, in all
-        self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (judge.PartClock)
+        self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
 
     def call(self, entrant: str, keep: bool) -> int:
         """One call of `entrant`, prepared off the clock and timed around the runner's answer: its seed."""
@@ -92,31 +93,26 @@ class TimedRounds:
 
 
 def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
-    clock = [time.perf_counter()]
-    parts: dict[str, float] = {}
-
-    def mark(part: str) -> None:
-        clock.append(time.perf_counter())
-        parts[part] = round(clock[-1] - clock[-2], 4)
-
+    clock = PartClock()
     try:
         started = session.ask_runner({"cmd": "timing_start"}, "timing")
         rounds = TimedRounds(session, started.get("baselines") or [], bool(started.get("empty_call")))
         per_round = rounds.warm_up(warmup)
         count = timed_iterations(iterations, per_round, session.pace["timed_s"], MAX_ITERATIONS)
         session.ask_runner({"cmd": "timing_start"}, "timing")  # the warm-up's records are not kept
-        mark("warm_up")
+        clock.mark("warm_up")
         # Every timed call's outputs are judged (against the reference on that call's inputs): a kernel
         # wrong on any share of its calls fails, not only when a sample happens to hit one.
         checked, bad = rounds.timed(count)
-        mark("timed_rounds")
+        clock.mark("timed_rounds")
         ended = session.ask_runner({"cmd": "timing_end"}, "timing: collecting the trace", session.call_s + 60)
-        mark("collect")
+        clock.mark("collect")
     except StageFailed as failed:
         return {**failed.stage, "method": session.trace_method}
     trace = attribute(ended.get("trace") or {})
     stage = timing_stage(trace, rounds.walls, rounds.names, session.spec, session.own, session.device_name)
-    mark("statistics")
+    clock.mark("statistics")
+    parts = clock.rounded()
     parts["checks"] = round(rounds.checks_s, 4)  # within timed_rounds
     parts.update({f"checks.{part}": round(seconds, 4) for part, seconds in rounds.check_parts.items()})
     stage.update(warmup=rounds.rounds, l2_flush_bytes=ended.get("l2_flush_bytes"), parts_s=parts)
