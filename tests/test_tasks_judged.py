@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import torch
@@ -22,6 +23,8 @@ from workbench.evaluate.gpu.correctness import compare_output
 from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.fixit.rows import judged_target
 from workbench.tasks import Catalogue
+from workbench.tasks.baselines import BASELINE_TITLES
+from workbench.tasks.models import BaselineName
 from workbench.tui.widgets.task_pane import render_task
 
 PTXWB = Path(sys.executable).parent / "ptxwb"
@@ -101,6 +104,17 @@ def test_ptxwb_task_prints_brackets_as_written_and_names_the_family() -> None:
 def test_the_task_pane_names_the_tasks_family_on_each_target() -> None:
     task = Catalogue.load().get(FP8_GEMM)
     assert "required QGMMA on hopper · UTCQMMA on blackwell" in render_task(task).plain
+
+
+def test_every_baseline_is_named_in_words_on_the_pane_and_in_the_prompt() -> None:
+    assert set(BASELINE_TITLES) == set(get_args(BaselineName))
+    catalogue = Catalogue.load()
+    for name in ("gqa_paged_decode_h24_kv8_d128_ps1", FP8_GEMM, "gdn_decode_qk4_v8_d128_k_last"):
+        task = catalogue.get(name)
+        assert task.facts is not None
+        title = BASELINE_TITLES[task.facts.baseline]
+        assert f"baseline {title.short}" in render_task(task).plain
+        assert title.long in prompts.task_prompt(task, task.target("hopper"), AgentConfig())
 
 
 def test_the_agents_prompts_name_the_tasks_family_and_matched_ratio() -> None:

@@ -11,6 +11,7 @@ from string import Template
 from workbench.agent.config import AgentConfig
 from workbench.knowledge import load_pack
 from workbench.tasks import Task
+from workbench.tasks.baselines import BASELINE_TITLES
 from workbench.tasks.targets import Target
 
 REQUIRED_WHAT = {
@@ -19,12 +20,6 @@ REQUIRED_WHAT = {
     "QGMMA": "`wgmma.mma_async` with e4m3/e5m2 operands, SASS QGMMA",
     "UTCQMMA": "`tcgen05.mma` kind::f8f6f4, SASS UTCQMMA",
     "ASYNC_COPY": "`cp.async.bulk` or `cp.async.bulk.tensor` from global memory, SASS UBLKCP/UTMALDG",
-}
-BASELINES = {
-    "cublas": "cuBLAS through torch.matmul",
-    "cudnn_sdpa": "cuDNN scaled-dot-product attention",
-    "cudnn_sdpa_backward": "cuDNN scaled-dot-product attention backward",
-    "cudnn_sdpa_fp8": "cuDNN's FP8 scaled-dot-product attention (sdpa_fp8 graph)",
 }
 
 
@@ -64,7 +59,7 @@ def system_prompt(task: Task, target: Target, config: AgentConfig) -> tuple[str,
     Triton `common/triton_contract.md` in the pack's Triton section), so the agent's own ABI example
     (`templates/abi_example.md`, `abi_example_triton.md`) goes in only when the pack is off.
     """
-    baseline = BASELINES.get(task.facts.baseline, task.facts.baseline) if task.facts else "the vendor library"
+    baseline = BASELINE_TITLES[task.facts.baseline].long if task.facts else "the vendor library"
     triton = config.language == "triton"
     instructions = "system_triton.md" if triton else "system.md"
     parts = [render(instructions, baseline=baseline, turns=config.turns, **target_values(target))]
@@ -97,7 +92,7 @@ def task_prompt(task: Task, target: Target, config: AgentConfig) -> str:
     shapes_in = definition.shapes(workload.axes, "inputs")
     shapes_out = definition.shapes(workload.axes, "outputs")
     facts = task.facts
-    baseline = BASELINES.get(facts.baseline, facts.baseline) if facts else "none known"
+    baseline = BASELINE_TITLES[facts.baseline].long if facts else "none known"
 
     def fmt(shapes: dict[str, list[int]]) -> str:
         return ", ".join(f"{name} {list(shape)}" for name, shape in shapes.items())

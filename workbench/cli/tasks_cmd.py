@@ -9,6 +9,7 @@ from rich.table import Table
 
 from workbench.cli.output import console, print_json
 from workbench.tasks import TARGETS, Catalogue, Task, resolve_task
+from workbench.tasks.baselines import BASELINE_TITLES
 from workbench.units import fmt_bytes, fmt_flops
 
 _SHORT_FAMILY = {"gemm": "gemm", "attention_forward": "attn fwd", "attention_backward": "attn bwd"}
@@ -82,7 +83,7 @@ def tasks(as_json: JsonOpt = False) -> None:
             row["name"],
             family,
             "yes" if row["causal"] else "",
-            row["baseline"] or "?",
+            BASELINE_TITLES[row["baseline"]].short if row["baseline"] else "?",
             *(row["required"][target] for target in TARGETS),
             str(row["workloads"]),
             "★" if row["headline"] else "",
@@ -116,6 +117,8 @@ def task(
         out.print(f"{group}: {specs}", markup=False)
     required = ", ".join(f"{family} on {target}" for target, family in details["required"].items())
     out.print(f"required: {required}")
+    if details["baseline"]:
+        out.print(f"baseline: {BASELINE_TITLES[details['baseline']].long}", markup=False)
     if details["tolerance"]:
         out.print(f"tolerance: {details['tolerance']}", markup=False)
     table = Table(title="workloads", title_justify="left")

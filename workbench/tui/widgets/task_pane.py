@@ -5,14 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 
 from workbench.tasks import TARGETS, Task
+from workbench.tasks.baselines import BASELINE_TITLES
 from workbench.units import fmt_bytes, fmt_flops
-
-BASELINES = {
-    "cublas": "cuBLAS (torch.matmul)",
-    "cudnn_sdpa": "cuDNN SDPA",
-    "cudnn_sdpa_backward": "cuDNN SDPA backward",
-    "cudnn_sdpa_fp8": "cuDNN sdpa_fp8",
-}
 
 
 def render_task(task: Task) -> Text:
@@ -22,7 +16,7 @@ def render_task(task: Task) -> Text:
     if facts and facts.headline:
         text.append("  ★ headline", style="yellow")
     family = facts.family.replace("_", " ") if facts else definition.op_type
-    baseline = BASELINES.get(facts.baseline, facts.baseline) if facts else "none"
+    baseline = BASELINE_TITLES[facts.baseline].short if facts else "none"
     text.append(
         f"\n{family}{' · causal' if facts and facts.causal else ''} · baseline {baseline}", style="dim"
     )
