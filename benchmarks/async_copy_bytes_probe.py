@@ -5,13 +5,17 @@ Why: the paged decode and gated delta-net tasks require ASYNC_COPY, and the dyna
 an UBLKCP or UTMALDG executed. `probe_kernels/decode_token_bulk_copy.cu` is correct, issues one 16-byte
 bulk copy per CTA whose bytes never reach the answer, and reads every K and V row with LDG: it passes
 today. A rule that the required family must carry the task's bytes (as the tensor families must do its
-FLOPs) needs a metric for those bytes; this probe finds candidates and measures them on both kernels.
+FLOPs) needs a metric for those bytes, and one that honest kernels' repeated broadcast loads (every lane
+of a warp reading one value: the gated delta-net references read v that way, a row per warp and token)
+do not inflate; this probe finds candidates and measures them on every memory-bound task's kernels.
 
 1. `ncu --query-metrics` on this device; the base metrics whose names match `--pattern` (TMA, bulk,
    LDGSTS, the xbar and LSU global-load paths, DRAM and L2 reads) are kept, with `.sum`.
-2. Each kernel is built with the evaluator's build and profiled on the task's headline workload (the
-   evaluator's inputs, one unprofiled call first) with those metrics and the per-opcode counts.
-3. A table: metric, the reference's value, the decoy's, and the task's minimum bytes for scale; with
+2. Each kernel is built with the evaluator's build and profiled on its task's headline workload (the
+   evaluator's inputs, one unprofiled call first) with those metrics and the per-opcode counts: the
+   paged decode's reference, the honest corpus's libcu++ decode and the decoy; the gated delta-net
+   decode and multi-token references.
+3. A table per task: metric, each kernel's value, and the task's minimum bytes for scale; with
    `--verdict`, each kernel's verdict from the local executor (the decoy's shows the hole).
 
 Run: `python benchmarks/async_copy_bytes_probe.py [--out FILE.json] [--verdict]`.
@@ -30,10 +34,18 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TASK = "gqa_paged_decode_h24_kv8_d128_ps1"
-KERNELS = {
-    "reference (bulk copies)": HERE.parent / "references" / "gqa" / "paged_decode_bulk.cu",
-    "decoy (token copy, LDG)": HERE / "probe_kernels" / "decode_token_bulk_copy.cu",
+ROOT = HERE.parent
+# Each memory-bound task's kernels: the honest ones first, then what the rule must fail.
+CASES = {
+    "gqa_paged_decode_h24_kv8_d128_ps1": {
+        "reference (bulk copies)": ROOT / "references" / "gqa" / "paged_decode_bulk.cu",
+        "honest (libcu++ memcpy_async)": ROOT / "tests" / "data" / "honest" / "libcu_memcpy_async_decode.cu",
+        "decoy (token copy, LDG)": HERE / "probe_kernels" / "decode_token_bulk_copy.cu",
+    },
+    "gdn_decode_qk4_v8_d128_k_last": {
+        "reference (bulk state)": ROOT / "references" / "gdn" / "gdn_decode_bulk.cu"
+    },
+    "gdn_mtp_qk4_v8_d128_k_last": {"reference (bulk state)": ROOT / "references" / "gdn" / "gdn_mtp_bulk.cu"},
 }
 PATTERN = (
     r"tma|bulk|ldgsts|xbar2l1tex|lsu_mem_global_op_ld|mem_texture|dram__bytes_read"
@@ -63,7 +75,7 @@ def query_metrics(ncu: str, pattern: str) -> list[str]:
     return [f"{name}.sum" for name in chosen]
 
 
-def child(library: str) -> None:
+def child(library: str, task_name: str) -> None:
     """One unprofiled call, then one between cudaProfilerStart and Stop, on the task's headline inputs."""
     import torch
     import tvm_ffi
@@ -73,7 +85,7 @@ def child(library: str) -> None:
     from workbench.tasks import Catalogue
     from workbench.tasks.targets import get_target
 
-    task = Catalogue.load().get(TASK)
+    task = Catalogue.load().get(task_name)
     spec = gpu_spec(task, task.workload(), get_target("hopper"))
     run = tvm_ffi.load_module(library)["run"]
     arguments = [*make_inputs(spec, int(spec["seed"])), *make_outputs(spec)]
@@ -85,14 +97,14 @@ def child(library: str) -> None:
     torch.cuda.profiler.stop()
 
 
-def profile_once(ncu: str, library: str, metrics: list[str]) -> dict[str, str] | None:
+def profile_once(ncu: str, library: str, task: str, metrics: list[str]) -> dict[str, str] | None:
     """The profiled kernel's values by metric (as ncu prints them, one per launch), or None where ncu
     refused the list (a name this device cannot collect as `.sum`)."""
     log = Path(tempfile.mkdtemp(prefix="async-copy-probe-")) / "ncu.csv"
     argv = [
         ncu, "--profile-from-start", "off", "--clock-control", "none", "--metrics", ",".join(metrics),
         "--csv", "--page", "raw", "--print-units", "base", "--log-file", str(log),
-        sys.executable, __file__, "--child", library,
+        sys.executable, __file__, "--child", library, "--task", task,
     ]  # fmt: skip
     done = subprocess.run(argv, check=False, capture_output=True, text=True)
     lines = [line for line in log.read_text().splitlines() if line.startswith('"')] if log.exists() else []
@@ -103,24 +115,24 @@ def profile_once(ncu: str, library: str, metrics: list[str]) -> dict[str, str] |
     return {name: "; ".join(row[i] for row in values) for i, name in enumerate(header) if "__" in name}
 
 
-def profile(ncu: str, library: str, metrics: list[str]) -> dict[str, str]:
+def profile(ncu: str, library: str, task: str, metrics: list[str]) -> dict[str, str]:
     """All metrics in one profile, else one at a time (the ones ncu refuses are left out)."""
     wanted = [*metrics, PER_OPCODE]
-    together = profile_once(ncu, library, wanted)
+    together = profile_once(ncu, library, task, wanted)
     if together is not None:
         return together
     values: dict[str, str] = {}
     for metric in wanted[:MAX_SINGLE]:
-        values.update(profile_once(ncu, library, [metric]) or {metric: "refused"})
+        values.update(profile_once(ncu, library, task, [metric]) or {metric: "refused"})
     return values | {metric: "not profiled (over the single-metric limit)" for metric in wanted[MAX_SINGLE:]}
 
 
-def verdict(source: Path) -> dict:
+def verdict(source: Path, task: str) -> dict:
     from workbench.evaluate.build.nvcc import cache_root
     from workbench.evaluate.executors import make_executor
     from workbench.evaluate.request import EvalRequest
 
-    request = EvalRequest(task=TASK, target="hopper", source=source.read_text())
+    request = EvalRequest(task=task, target="hopper", source=source.read_text())
     # The build cache the profiling builds went to: the kernel is not compiled again.
     result = asyncio.run(make_executor("local", cache_root()).evaluate(request))
     dynamic = result.stages.dynamic
@@ -130,9 +142,22 @@ def verdict(source: Path) -> dict:
     }
 
 
+def print_table(task: str, found: dict, metrics: list[str]) -> None:
+    names = list(found["kernels"])
+    print(f"\ntask {task}: minimum bytes {found['min_bytes']:.4g}")
+    print(f"{'metric':72} " + " ".join(f"{n:>30}" for n in names))
+    for metric in [*metrics, PER_OPCODE]:
+        cells = [found["kernels"][n]["values"].get(metric, "-") for n in names]
+        print(f"{metric:72} " + " ".join(f"{c[:30]:>30}" for c in cells))
+    for name in names:
+        if "verdict" in found["kernels"][name]:
+            print(f"{name}: {found['kernels'][name]['verdict']}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child")
+    parser.add_argument("--task", help="the child's task")
     parser.add_argument("--pattern", default=PATTERN)
     parser.add_argument("--out", type=Path)
     parser.add_argument(
@@ -140,7 +165,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.child:
-        child(args.child)
+        child(args.child, args.task)
         return 0
 
     from workbench.evaluate.build.nvcc import build
@@ -153,31 +178,22 @@ def main() -> int:
         print("async_copy_bytes_probe: ncu not found", file=sys.stderr)
         return 2
     metrics = query_metrics(str(ncu), args.pattern)
-    task = Catalogue.load().get(TASK)
-    report: dict = {
-        "task": TASK,
-        "min_bytes": task.min_bytes(task.workload()),
-        "metrics": metrics,
-        "kernels": {},
-    }
-    for name, path in KERNELS.items():
-        stage = asyncio.run(build(path.read_text(), get_target("hopper")))
-        if stage.library_path is None:
-            print(f"async_copy_bytes_probe: {path.name} did not build: {stage.message}", file=sys.stderr)
-            return 1
-        entry: dict = {"values": profile(str(ncu), stage.library_path, metrics)}
-        if args.verdict:
-            entry["verdict"] = verdict(path)
-        report["kernels"][name] = entry
-    names = list(report["kernels"])
-    print(f"task {TASK}: minimum bytes {report['min_bytes']:.4g}")
-    print(f"{'metric':72} " + " ".join(f"{n:>26}" for n in names))
-    for metric in [*metrics, PER_OPCODE]:
-        cells = [report["kernels"][n]["values"].get(metric, "-") for n in names]
-        print(f"{metric:72} " + " ".join(f"{c[:26]:>26}" for c in cells))
-    for name in names:
-        if "verdict" in report["kernels"][name]:
-            print(f"{name}: {report['kernels'][name]['verdict']}")
+    catalogue = Catalogue.load()
+    report: dict = {"metrics": metrics, "tasks": {}}
+    for task_name, kernels in CASES.items():
+        task = catalogue.get(task_name)
+        found: dict = {"min_bytes": task.min_bytes(task.workload()), "kernels": {}}
+        for name, path in kernels.items():
+            stage = asyncio.run(build(path.read_text(), get_target("hopper")))
+            if stage.library_path is None:
+                print(f"async_copy_bytes_probe: {path.name} did not build: {stage.message}", file=sys.stderr)
+                return 1
+            entry: dict = {"values": profile(str(ncu), stage.library_path, task_name, metrics)}
+            if args.verdict:
+                entry["verdict"] = verdict(path, task_name)
+            found["kernels"][name] = entry
+        report["tasks"][task_name] = found
+        print_table(task_name, found, metrics)
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
     return 0
