@@ -75,3 +75,22 @@ def test_mangled_symbols_get_readable_names_kept_with_the_result() -> None:
     text = feedback_text(again)
     assert "kernels profiled: attn_fwd<true>" in text and "launch attn_fwd<true>: 56 blocks" in text
     assert MANGLED not in text
+
+
+def test_the_verdict_pane_reads_a_memory_bound_kernel_in_tb_per_s_with_its_share_of_light() -> None:
+    result = profiled_result(real_launches())
+    result.stages.timing = TimingStage(
+        status=Status.passed,
+        candidate=TimingStats(
+            name="candidate", median_ms=0.07, p25_ms=0.07, p75_ms=0.07, min_ms=0.07, max_ms=0.07, iterations=50
+        ),
+        tflops=11.5,
+        tbps=3.85,
+        speed_of_light_ms=0.0561,
+        light_share=0.80,
+        light_bound="memory",
+    )
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render_verdict(result))
+    assert "0.07 ms (p25–p75 0.07–0.07) · 3.85 TB/s · 11.50 TFLOP/s · 80% of light" in console.export_text()
+    assert "3.85 TB/s · 11.50 TFLOP/s · 80% of the speed of light (memory-bound)" in feedback_text(result)

@@ -296,8 +296,11 @@ def full_result() -> EvalResult:
         ],
         speedup=0.8,
         tflops=512.0,
+        tbps=0.4,
         faster_than_light=True,
         speed_of_light_ms=0.9,
+        light_share=0.72,
+        light_bound="compute",
     )
     return result
 
@@ -310,6 +313,7 @@ def test_feedback_text_renders_every_tier() -> None:
     assert "GMMA 4,096" in text and "tensor-pipe FLOP share: 83.3%" in text
     assert "candidate median 1.25 ms [p25 1.2 ms, p75 1.3 ms]" in text and "cublas median 1 ms" in text
     assert "speedup vs cublas: 0.800x" in text and "SPEED OF LIGHT" in text
+    assert "512.0 TFLOP/s · 72% of the speed of light (compute-bound)" in text
     assert "kernels profiled with ncu: gemm_wgmma" in text
     assert "cupti timestamps, 10 warm-up + 50 timed iterations, L2 flushed (256 MB)" in text
 

@@ -74,6 +74,34 @@ def test_an_honest_loop_gives_medians_speedup_and_the_datasheet_bound() -> None:
     assert "H200 datasheet" in stage["message"] and "speedup 0.800x" in stage["message"]
 
 
+def test_a_verdict_says_how_much_of_the_speed_of_light_it_reached_and_which_peak_binds() -> None:
+    gemm = stage_for([1.0, 1.1, 0.9], [0.8, 0.8, 0.8])
+    light = SPEC["flops"] / 989.4e12 * 1e3  # 0.608 ms: the GEMM is bound by the tensor rate
+    assert gemm["light_bound"] == "compute" and gemm["light_share"] == pytest.approx(light / 1.0, rel=1e-3)
+    assert gemm["tbps"] == pytest.approx(SPEC["min_bytes"] / 1e-3 / 1e12, rel=1e-3)
+    assert "reached 61%" in gemm["message"] and "compute-bound" in gemm["message"]
+    assert timing.rates_text(gemm["tflops"], gemm["tbps"], "compute") == [f"{gemm['tflops']:.1f} TFLOP/s"]
+
+    # A paged decode moves 269 MB for 1.2 GFLOP: the bandwidth binds, and its rate is read in TB/s.
+    catalogue = Catalogue.load()
+    task = catalogue.get("gqa_paged_decode_h24_kv8_d128_ps1")
+    spec = gpu_spec(task, task.workload(), get_target("hopper"), catalogue)
+    decode = timing_stage(
+        attribute(trace([0.07, 0.07, 0.07], [0.08, 0.08, 0.08])),
+        {"candidate": [0.12] * 3, "0": [0.13] * 3},
+        {"0": "FlashInfer"},
+        spec,
+        {OWN},
+        "NVIDIA H200",
+    )
+    assert decode["status"] == "passed", decode["message"]
+    assert decode["light_bound"] == "memory"
+    assert decode["tbps"] == pytest.approx(spec["min_bytes"] / 0.07e-3 / 1e12, rel=1e-2)
+    assert decode["light_share"] == pytest.approx(decode["tbps"] / 4.8, rel=1e-2)
+    assert f"{decode['tbps']:.2f} TB/s" in decode["message"] and "memory-bound" in decode["message"]
+    assert timing.rates_text(decode["tflops"], decode["tbps"], "memory")[0].endswith("TB/s")
+
+
 def test_faster_than_the_datasheet_allows_is_a_failing_status() -> None:
     stage = stage_for([0.3, 0.3, 0.3], [0.8, 0.8, 0.8])
     assert stage["status"] == "faster_than_light" and stage["faster_than_light"]

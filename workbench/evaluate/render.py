@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from workbench.evaluate.gpu.occupancy import Limiter, Occupancy
+from workbench.evaluate.gpu.timing import rates_text
 from workbench.evaluate.result import (
     BuildStage,
     CorrectnessStage,
@@ -243,8 +244,11 @@ def timing_lines(stage: TimingStage) -> list[str]:
         lines.append(
             f"speedup vs {stage.baselines[0].name if stage.baselines else 'baseline'}: {stage.speedup:.3f}x"
         )
-    if stage.tflops is not None:
-        lines.append(f"{stage.tflops:.1f} TFLOP/s")
+    rates = rates_text(stage.tflops, stage.tbps, stage.light_bound)
+    if stage.light_share is not None and stage.light_bound is not None:
+        rates.append(f"{stage.light_share:.0%} of the speed of light ({stage.light_bound}-bound)")
+    if rates:
+        lines.append(" · ".join(rates))
     if stage.faster_than_light:
         lines.append(
             f"FASTER THAN THE SPEED OF LIGHT ({_ms(stage.speed_of_light_ms)}): the measurement is suspect"

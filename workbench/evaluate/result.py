@@ -193,9 +193,18 @@ class TimingStage(StageBase):
     baselines: list[TimingStats] = Field(default_factory=list)
     speedup: float | None = Field(default=None, description="primary baseline median / candidate median")
     tflops: float | None = None
+    tbps: float | None = Field(
+        default=None, description="the task's minimum bytes over the candidate's median"
+    )
     speed_of_light_ms: float | None = None
     speed_of_light_source: str | None = Field(
         default=None, description="the datasheet peaks the bound is from"
+    )
+    light_share: float | None = Field(
+        default=None, description="speed of light / candidate median: the share of the roofline reached"
+    )
+    light_bound: Literal["compute", "memory"] | None = Field(
+        default=None, description="which datasheet peak sets the speed of light"
     )
     faster_than_light: bool = False
     host_overhead_ms: float | None = Field(

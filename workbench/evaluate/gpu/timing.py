@@ -209,12 +209,22 @@ def _charge_host_time(stage: dict, spans: Sequence[float], walls: dict[str, list
             candidate[key] += charged
 
 
+def light_bound(flops: float | None, min_bytes: float | None, tflops: float, tbps: float) -> str | None:
+    """Which peak sets the speed of light: "compute" (the tensor rate) or "memory" (the bandwidth)."""
+    if not flops and not min_bytes:
+        return None
+    return "compute" if (flops or 0.0) / (tflops * 1e12) >= (min_bytes or 0.0) / (tbps * 1e12) else "memory"
+
+
 def _add_rates(stage: dict, spec: dict, device_name: str | None) -> None:
-    """The candidate's TFLOP/s, its speedup, and the speed of light on the named device, into `stage`."""
+    """The candidate's TFLOP/s and TB/s (of the task's minimum bytes), its speedup, and the speed of light
+    on the named device with the share of it the candidate reaches, into `stage`."""
     candidate = stage["candidate"]
     flops, min_bytes = spec.get("flops"), spec.get("min_bytes")
     if flops:
         stage["tflops"] = flops / (candidate["median_ms"] * 1e-3) / 1e12
+    if min_bytes:
+        stage["tbps"] = min_bytes / (candidate["median_ms"] * 1e-3) / 1e12
     if stage["baselines"]:
         stage["speedup"] = stage["baselines"][0]["median_ms"] / candidate["median_ms"]
     fp8 = spec.get("compute_dtype") == "float8_e4m3"
@@ -226,6 +236,9 @@ def _add_rates(stage: dict, spec: dict, device_name: str | None) -> None:
         stage["speed_of_light_ms"] = light
         stage["speed_of_light_source"] = f"{model} datasheet: {tflops:g} TFLOP/s dense {rate}, {tbps:g} TB/s"
         stage["faster_than_light"] = bool(light and candidate["median_ms"] < light)
+        if light:
+            stage["light_share"] = light / candidate["median_ms"]
+            stage["light_bound"] = light_bound(flops, min_bytes, tflops, tbps)
 
 
 def _clock_problem(
@@ -275,6 +288,14 @@ def _clock_problem(
     return "", "", overhead, reference
 
 
+def rates_text(tflops: float | None, tbps: float | None, bound: str | None) -> list[str]:
+    """The rates worth reading: a memory-bound task's bandwidth first (its FLOP rate says little), else
+    the FLOP rate alone."""
+    if bound == "memory" and tbps is not None:
+        return [f"{tbps:.2f} TB/s", *([f"{tflops:.2f} TFLOP/s"] if tflops else [])]
+    return [f"{tflops:.1f} TFLOP/s"] if tflops is not None else []
+
+
 def timing_message(stage: dict) -> str:
     candidate = stage["candidate"]
     spread = f"IQR {candidate['p25_ms']:.4g}-{candidate['p75_ms']:.4g}"
@@ -289,11 +310,15 @@ def timing_message(stage: dict) -> str:
             f"; {stage['host_charged_ms']:.4g} ms of host time per call beyond the allowance counted in "
             f"(the call took {stage['host_excess_ms']:.4g} ms more than its kernels and an empty call)"
         )
-    if stage.get("tflops"):
-        text += f"; {stage['tflops']:.0f} TFLOP/s"
+    text += "".join(
+        f"; {rate}" for rate in rates_text(stage.get("tflops"), stage.get("tbps"), stage.get("light_bound"))
+    )
     if stage.get("speed_of_light_ms"):
+        share = f", reached {stage['light_share']:.0%}" if stage.get("light_share") else ""
+        bound = f" {stage['light_bound']}-bound" if stage.get("light_bound") else ""
         text += (
-            f"; speed of light {stage['speed_of_light_ms']:.4g} ms ({stage.get('speed_of_light_source', '')})"
+            f"; speed of light {stage['speed_of_light_ms']:.4g} ms{share} ({bound.strip() + ': ' if bound else ''}"
+            f"{stage.get('speed_of_light_source', '')})"
         )
     if stage.get("method") == "events":
         text += " (CUDA events: CUPTI was not available)"

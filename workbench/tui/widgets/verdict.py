@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from workbench.evaluate.gpu.timing import rates_text
 from workbench.evaluate.render import launch_line, time_line
 from workbench.evaluate.request import Progress
 from workbench.evaluate.result import EvalResult, OutputCheck, Status
@@ -148,8 +149,9 @@ def timing_evidence(result: EvalResult) -> str:
     parts = [f"{c.median_ms:.4g} ms (p25–p75 {c.p25_ms:.4g}–{c.p75_ms:.4g})"]
     if stage.speedup is not None and stage.baselines:
         parts.append(f"{stage.speedup:.2f}× vs {stage.baselines[0].name}")
-    if stage.tflops is not None:
-        parts.append(f"{stage.tflops:.1f} TFLOP/s")
+    parts.extend(rates_text(stage.tflops, stage.tbps, stage.light_bound))
+    if stage.light_share is not None:
+        parts.append(f"{stage.light_share:.0%} of light")
     if stage.faster_than_light:
         parts.append("FASTER THAN LIGHT: suspect")
     return " · ".join(parts)
