@@ -1,13 +1,14 @@
 """Probe (GPU host): which Nsight Compute metrics tell the bytes a memory-bound task moves through the
 asynchronous copy engine (TMA, bulk copies) from the bytes it moves through ordinary loads.
 
-Why: the paged decode and gated delta-net tasks require ASYNC_COPY, and the dynamic tier asks only that
-an UBLKCP or UTMALDG executed. `probe_kernels/decode_token_bulk_copy.cu` is correct, issues one 16-byte
-bulk copy per CTA whose bytes never reach the answer, and reads every K and V row with LDG: it passes
-today. A rule that the required family must carry the task's bytes (as the tensor families must do its
-FLOPs) needs a metric for those bytes, and one that honest kernels' repeated broadcast loads (every lane
-of a warp reading one value: the gated delta-net references read v that way, a row per warp and token)
-do not inflate; this probe finds candidates and measures them on every memory-bound task's kernels.
+Why: the paged decode and gated delta-net tasks require ASYNC_COPY. `tests/gpu/hostile/decode_token_copy.cu`
+is correct, issues one 16-byte bulk copy per CTA whose bytes never reach the answer, and reads every K
+and V row with LDG: the family's presence alone passed it. The dynamic tier now bounds the bytes ordinary
+loads fetched (`profile.ORDINARY_LOAD_METRICS`: LSU global loads missing L1, LDGSTS) against the task's
+minimum bytes, a metric chosen so that honest kernels' repeated broadcast loads (every lane of a warp
+reading one value: the gated delta-net references read v that way, a row per warp and token) hit L1 and
+do not count. This probe checks that choice on the device: every candidate metric, on every
+memory-bound task's kernels, and with `--verdict` each kernel's verdict (the decoy's must be `decoy`).
 
 1. `ncu --query-metrics` on this device; the base metrics whose names match `--pattern` (TMA, bulk,
    LDGSTS, the xbar and LSU global-load paths, DRAM and L2 reads) are kept, with `.sum`.
@@ -16,7 +17,7 @@ do not inflate; this probe finds candidates and measures them on every memory-bo
    paged decode's reference, the honest corpus's libcu++ decode and the decoy; the gated delta-net
    decode and multi-token references.
 3. A table per task: metric, each kernel's value, and the task's minimum bytes for scale; with
-   `--verdict`, each kernel's verdict from the local executor (the decoy's shows the hole).
+   `--verdict`, each kernel's verdict from the local executor.
 
 Run: `python benchmarks/async_copy_bytes_probe.py [--out FILE.json] [--verdict]`.
 """
@@ -40,7 +41,7 @@ CASES = {
     "gqa_paged_decode_h24_kv8_d128_ps1": {
         "reference (bulk copies)": ROOT / "references" / "gqa" / "paged_decode_bulk.cu",
         "honest (libcu++ memcpy_async)": ROOT / "tests" / "data" / "honest" / "libcu_memcpy_async_decode.cu",
-        "decoy (token copy, LDG)": HERE / "probe_kernels" / "decode_token_bulk_copy.cu",
+        "decoy (token copy, LDG)": ROOT / "tests" / "gpu" / "hostile" / "decode_token_copy.cu",
     },
     "gdn_decode_qk4_v8_d128_k_last": {
         "reference (bulk state)": ROOT / "references" / "gdn" / "gdn_decode_bulk.cu"

@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from workbench.evaluate.gpu.profile import FAMILY_TENSOR_METRIC
+from workbench.evaluate.gpu.ncu_metrics import listed_metrics
+from workbench.evaluate.gpu.profile import (
+    FAMILY_TENSOR_METRIC,
+    MAX_ORDINARY_LOAD_SHARE,
+    ORDINARY_LOAD_METRICS,
+    ordinary_load_metrics,
+)
 from workbench.evaluate.local_executor import LocalExecutor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult, Status
@@ -54,6 +60,16 @@ def test_the_fp8_tensor_metric_is_one_ncu_knows_on_hopper() -> None:
     )
     metric = FAMILY_TENSOR_METRIC[("hopper", "QGMMA")].removesuffix(".sum")
     assert metric in listed.stdout, listed.stdout[-2000:]
+
+
+def test_ncu_lists_the_ordinary_load_bytes_a_memory_bound_task_is_judged_by() -> None:
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        pytest.skip("ncu is not installed")
+    listed = listed_metrics(ncu, "hopper")
+    assert ordinary_load_metrics("ASYNC_COPY", listed)[0] == f"{ORDINARY_LOAD_METRICS[0]}.sum", sorted(
+        name for name in listed if "lsu_mem_global_op_ld" in name
+    )
 
 
 def test_fp8_gemm_reference_passes_every_tier_with_qgmma_on_the_fp8_pipe(tmp_path: Path) -> None:
@@ -116,8 +132,21 @@ def test_paged_decode_reference_passes_every_tier_with_its_kv_through_bulk_copie
     assert result.stages.static.required_family == "ASYNC_COPY"
     assert result.stages.dynamic.executed_families.get("ASYNC_COPY", 0) > 0
     assert result.stages.dynamic.tensor_share is None
+    # Its ordinary loads are the page indices and q: a few percent of the bytes by count.
+    share = result.stages.dynamic.ordinary_load_share
+    assert share is not None and share < 0.1, result.stages.dynamic.message
     timing = result.stages.timing
     assert timing.speedup is not None and not timing.faster_than_light
+
+
+def test_a_decode_streaming_its_kv_through_ldg_beside_a_token_bulk_copy_is_a_decoy(tmp_path: Path) -> None:
+    hostile = Path(__file__).resolve().parent / "hostile" / "decode_token_copy.cu"
+    result = _local(str(hostile), "gqa_paged_decode_h24_kv8_d128_ps1", tmp_path)
+    assert result.correct, result.message
+    dynamic = result.stages.dynamic
+    assert dynamic.executed_families.get("ASYNC_COPY", 0) > 0
+    assert dynamic.status == Status.decoy, dynamic.message
+    assert dynamic.ordinary_load_share is not None and dynamic.ordinary_load_share > 0.9
 
 
 @pytest.mark.parametrize(
@@ -134,6 +163,8 @@ def test_gdn_references_pass_every_tier_with_the_state_through_a_bulk_copy(
     result = _local(path, task, tmp_path)
     assert result.status == Status.passed, result.message
     assert result.stages.dynamic.executed_families.get("ASYNC_COPY", 0) > 0
+    share = result.stages.dynamic.ordinary_load_share  # q, k, gates, and v a row per warp
+    assert share is not None and share < MAX_ORDINARY_LOAD_SHARE / 2, result.stages.dynamic.message
     timing = result.stages.timing
     assert timing.speedup is not None and not timing.faster_than_light
 

@@ -159,6 +159,14 @@ class DynamicStage(StageBase):
         default=None,
         description="FLOPs other math instructions did (a lower bound from thread counts) over the task's",
     )
+    ordinary_load_bytes: float | None = Field(
+        default=None,
+        description="a memory-bound task: bytes ordinary loads (LDG missing L1, LDGSTS) fetched in the call",
+    )
+    task_min_bytes: float | None = None
+    ordinary_load_share: float | None = Field(
+        default=None, description="ordinary_load_bytes over the task's minimum bytes (profile.py bounds it)"
+    )
     profiled_over_timed: float | None = Field(
         default=None,
         description="the profiled call's own kernel time over the timed calls' median (agreement.py bounds it)",

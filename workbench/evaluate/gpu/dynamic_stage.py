@@ -51,6 +51,7 @@ def run_dynamic(session: Session) -> StageRecord:
         session.spec.get("flops"),
         session.spec.get("target", ""),
         session.own,
+        session.spec.get("min_bytes"),
     )
     stage["ncu_s"] = round(waited_s, 3)
     stage["message"] += f" [ncu finished {waited_s:.2f} s after the go signal]"

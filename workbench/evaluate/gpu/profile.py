@@ -24,6 +24,7 @@ import csv
 import io
 import re
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from workbench.evaluate.gpu.occupancy import LIMITS, theoretical_occupancy
@@ -34,6 +35,22 @@ TENSOR_FLOPS_METRIC = {"hopper": "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32
 FAMILY_TENSOR_METRIC = {("hopper", "QGMMA"): "sm__ops_path_tensor_src_fp8.sum"}
 # Families whose work is not tensor-core math (memory-bound tasks): no FLOP share is asked of them.
 NO_TENSOR_SHARE = frozenset({"ASYNC_COPY"})
+# A memory-bound family's work is moving the task's bytes, and the copy engine (TMA, bulk copies) must
+# carry them: what ordinary loads fetched instead is counted, as the tensor families' other work is.
+# Base names, asked for only where this ncu lists them (`ncu_metrics.py`): the bytes of the LSU's
+# global loads that missed L1 (a warp's broadcast of one index, or a value read again on the same SM,
+# hits L1 and is not counted; every byte a decoy streams through LDG misses once), and of Ampere's
+# cp.async (LDGSTS), cached and not. The first one must be listed for the rule to judge.
+ORDINARY_LOAD_METRICS = (
+    "l1tex__t_bytes_pipe_lsu_mem_global_op_ld_lookup_miss",
+    "l1tex__t_bytes_pipe_lsu_mem_global_op_ldgsts_cache_access",
+    "l1tex__t_bytes_pipe_lsu_mem_global_op_ldgsts_cache_bypass",
+)
+# At most this share of the task's minimum bytes fetched by ordinary loads. A decoy streaming the KV
+# cache through LDG beside a token bulk copy fetches ~100 %; the references' ordinary loads (page
+# indices, q, the gates, v a row per warp) are a few percent by count; a kernel splitting its stream
+# half and half between the copy engine and LDG (K by TMA, V by LDG) stays below.
+MAX_ORDINARY_LOAD_SHARE = 0.6
 PER_OPCODE_METRIC = "sass__thread_inst_executed_true_per_opcode"
 TIME_METRIC = "gpu__time_duration.sum"
 METRICS = (PER_OPCODE_METRIC, TIME_METRIC)
@@ -96,11 +113,26 @@ def tensor_metric(target: str, required: str = "") -> str | None:
     return FAMILY_TENSOR_METRIC.get((target, required)) or TENSOR_FLOPS_METRIC.get(target)
 
 
+def ordinary_load_metrics(required: str, listed: frozenset[str]) -> tuple[str, ...]:
+    """The `.sum` metrics counting what ordinary loads fetched, for a memory-bound family, of those this
+    ncu lists (none unless it lists the first, which the rule needs)."""
+    if required not in NO_TENSOR_SHARE or ORDINARY_LOAD_METRICS[0] not in listed:
+        return ()
+    return tuple(f"{name}.sum" for name in ORDINARY_LOAD_METRICS if name in listed)
+
+
 def ncu_command(
-    ncu: str, log_file: str, target: str, app: list[str], source_counters: bool = False, required: str = ""
+    ncu: str,
+    log_file: str,
+    target: str,
+    app: list[str],
+    source_counters: bool = False,
+    required: str = "",
+    extra_metrics: Sequence[str] = (),
 ) -> list[str]:
     """ncu around `app`, profiling only the cudaProfilerStart/Stop range, raw page as CSV into `log_file`;
-    `required`: the task's required family, which picks the tensor-pipe metric.
+    `required`: the task's required family, which picks the tensor-pipe metric; `extra_metrics`: more
+    to collect (`ordinary_load_metrics`).
 
     With `source_counters`, SourceCounters is collected too (per-instruction counts, more replay
     passes) and the report is exported to `report_file(log_file)` instead: its pages are printed
@@ -109,6 +141,7 @@ def ncu_command(
     metric = tensor_metric(target, required)
     if metric is not None:
         metrics.append(metric)
+    metrics.extend(extra_metrics)
     output = ["--section", "SourceCounters", "-o", report_file(log_file)] if source_counters else RAW_PAGE
     return [
         ncu,
@@ -190,6 +223,11 @@ def parse_raw_csv(text: str) -> list[dict]:
                 launch["tensor_metric"] = metric
         if TIME_METRIC in column and row[column[TIME_METRIC]].strip():
             launch["time_ns"] = _number(row[column[TIME_METRIC]])
+        launch["ordinary_load_bytes"] = {
+            name: value
+            for name in ORDINARY_LOAD_METRICS
+            if f"{name}.sum" in column and (value := _total(row[column[f"{name}.sum"]])) is not None
+        }
         totals = {
             key: _total(row[column[metric]]) for key, metric in LAUNCH_METRICS.items() if metric in column
         }
@@ -247,10 +285,12 @@ def dynamic_stage(
     task_flops: float | None,
     target: str,
     own_kernels: set[str] | None = None,
+    task_min_bytes: float | None = None,
 ) -> dict:
     """The dynamic stage dict from the parsed launches of one profiled call. With `own_kernels`, a launch
     of any other kernel (cuBLAS reached through dlopen, say) is left out: its instructions and tensor work
-    never count for the candidate (the correctness tier fails such a call as foreign_kernel)."""
+    never count for the candidate (the correctness tier fails such a call as foreign_kernel). For a
+    memory-bound family, `task_min_bytes` scales what ordinary loads fetched, where ncu counted it."""
     launches, foreign = _own_launches(launches, own_kernels)
     wanted = tensor_metric(target, required)
     opcodes, tensor_flops = _summed_work(launches, wanted)
@@ -291,9 +331,12 @@ def dynamic_stage(
         other = other_work(opcodes, set(families.get(required, [])))
         if not _judge_tensor_share(stage, required, threads, other):
             return stage
+    elif required in NO_TENSOR_SHARE:
+        if not _judge_ordinary_loads(stage, required, threads, launches, task_min_bytes):
+            return stage
     else:
         stage["message"] = f"{required}: {threads:,} predicate-true thread executions" + _uncounted_note(
-            required, wanted, tensor_flops, target
+            wanted, tensor_flops, target
         )
     if foreign:
         stage["message"] += f"; {len(foreign)} kernel(s) not its own left out: {', '.join(foreign[:3])}"
@@ -373,10 +416,44 @@ def _judge_tensor_share(stage: dict, required: str, threads: int, other: dict[st
     return True
 
 
-def _uncounted_note(required: str, wanted: str | None, tensor_flops: float | None, target: str) -> str:
-    """Why no tensor-FLOP share was judged: a memory-bound family, a metric not collected, none for the target."""
-    if required in NO_TENSOR_SHARE:
-        return " (memory-bound family: no tensor-FLOP share asked)"
+def _judge_ordinary_loads(
+    stage: dict, required: str, threads: int, launches: list[dict], task_min_bytes: float | None
+) -> bool:
+    """Judge what ordinary loads fetched against the task's minimum bytes: sets the stage's share and
+    message, and its status where the copy engine did not carry the bytes (then False)."""
+    counted: dict[str, float] = {}
+    for launch in launches:
+        for name, value in (launch.get("ordinary_load_bytes") or {}).items():
+            counted[name] = counted.get(name, 0.0) + value
+    head = f"{required}: {threads:,} predicate-true thread executions"
+    if ORDINARY_LOAD_METRICS[0] not in counted or not task_min_bytes:
+        why = (
+            f"this ncu does not list {ORDINARY_LOAD_METRICS[0]}"
+            if ORDINARY_LOAD_METRICS[0] not in counted
+            else "the task states no minimum bytes"
+        )
+        stage["message"] = f"{head} (memory-bound family: what ordinary loads fetched was not judged: {why})"
+        return True
+    fetched = sum(counted.values())
+    share = fetched / task_min_bytes
+    stage["ordinary_load_bytes"] = fetched
+    stage["task_min_bytes"] = task_min_bytes
+    stage["ordinary_load_share"] = share
+    if share > MAX_ORDINARY_LOAD_SHARE:
+        stage["status"] = Status.decoy
+        stage["message"] = (
+            f"{required} ran ({threads:,} predicate-true thread executions), but ordinary loads (LDG, "
+            f"LDGSTS) fetched {share:.0%} of the task's minimum bytes ({fetched:.4g} of {task_min_bytes:.4g}; "
+            f"at most {MAX_ORDINARY_LOAD_SHARE:.0%} allowed): the copy engine must carry the data, not run "
+            "beside it"
+        )
+        return False
+    stage["message"] = f"{head}; ordinary loads fetched {share:.1%} of the task's minimum bytes"
+    return True
+
+
+def _uncounted_note(wanted: str | None, tensor_flops: float | None, target: str) -> str:
+    """Why no tensor-FLOP share was judged: a metric not collected, or none for the target."""
     if wanted is not None:
         return "" if tensor_flops is not None else f" ({wanted} was not collected)"
     return f" (no tensor-FLOP metric for {target} yet)"

@@ -155,7 +155,8 @@ class ProfiledProcess(ToolProcess):
     """Nsight Compute around the call, for the dynamic tier.
 
     `required` is the task's required family ("": the target's), which picks the tensor-pipe metric
-    ncu collects (FP8's for QGMMA on Hopper, none for a memory-bound family). With `source_counters`
+    ncu collects (FP8's for QGMMA on Hopper, none for a memory-bound family); `extra_metrics` are more
+    to collect (what a memory-bound task's ordinary loads fetched). With `source_counters`
     ncu exports a report into the tool's folder (the child never learns it and cannot write there);
     once ncu has exited, the worker prints its raw page and its source page from it, both at once."""
 
@@ -170,6 +171,7 @@ class ProfiledProcess(ToolProcess):
         required: str = "",
         source_counters: bool = False,
         held: bool = False,
+        extra_metrics: Sequence[str] = (),
     ) -> None:
         self.ncu = ncu
         self.target = target
@@ -178,7 +180,13 @@ class ProfiledProcess(ToolProcess):
         self._pages: tuple[str, str] | None = None
         super().__init__(
             lambda app, log: ncu_command(
-                ncu, log, target, app, source_counters=source_counters, required=required
+                ncu,
+                log,
+                target,
+                app,
+                source_counters=source_counters,
+                required=required,
+                extra_metrics=extra_metrics,
             ),
             child_argv,
             held=held,

@@ -41,6 +41,8 @@ from typing import IO, Any, cast
 from workbench.evaluate.gpu import sandbox
 from workbench.evaluate.gpu.child_protocol import JudgeCommand, encode_judge
 from workbench.evaluate.gpu.isolation import HOLD_ENV, Child
+from workbench.evaluate.gpu.ncu_metrics import listed_metrics
+from workbench.evaluate.gpu.profile import NO_TENSOR_SHARE, ordinary_load_metrics
 from workbench.evaluate.gpu.protocol import (
     GPU_STAGES,
     PROTOCOL,
@@ -126,6 +128,7 @@ class Worker:
         self.profiling_refused = profiling_refusal(sandbox.available(), sandbox.landlock_abi())
         self.sanitizer_tool = find_tool_path("compute-sanitizer")
         self._ncu_version: str | None = None
+        self._listed_metrics: dict[str, frozenset[str]] = {}  # target -> what this ncu lists for its chip
 
     @property
     def can_profile(self) -> bool:
@@ -137,6 +140,15 @@ class Worker:
 
             self._ncu_version = tool_version("ncu") or "unknown"
         return self._ncu_version
+
+    def extra_metrics(self, target: str, required: str) -> tuple[str, ...]:
+        """What ncu collects beyond the tier's own metrics for this task's family (a memory-bound one:
+        what its ordinary loads fetched), of the metrics this ncu lists; asked once per target, offline."""
+        if required not in NO_TENSOR_SHARE or self.ncu is None:
+            return ()
+        if target not in self._listed_metrics:
+            self._listed_metrics[target] = listed_metrics(self.ncu, target)
+        return ordinary_load_metrics(required, self._listed_metrics[target])
 
     def take_runner(self, device: str) -> Child:
         self.release_spares()
@@ -179,7 +191,10 @@ class Worker:
         wanted = (target, required, source_counters)
         profiler = self.spare_profilers.take(lambda p: (p.target, p.required, p.source_counters) == wanted)
         assert self.ncu is not None
-        return profiler or ProfiledProcess(self.ncu, target, child_argv(), required, source_counters)
+        extra = self.extra_metrics(target, required)
+        return profiler or ProfiledProcess(
+            self.ncu, target, child_argv(), required, source_counters, extra_metrics=extra
+        )
 
     def take_sanitizer(self) -> SanitizedProcess:
         sanitizer = self.spare_sanitizers.take(lambda _: True)
@@ -200,8 +215,11 @@ class Worker:
         ncu, target, sanitizer = self.ncu, self.target, self.sanitizer_tool
         if self.can_profile and ncu is not None and target:
             required, counted = self.required, self.source_counters
+            extra = self.extra_metrics(target, required)  # listed when its candidate took its profiler
             self.spare_profilers.fill(
-                lambda: ProfiledProcess(ncu, target, child_argv(), required, counted, held=held)
+                lambda: ProfiledProcess(
+                    ncu, target, child_argv(), required, counted, held=held, extra_metrics=extra
+                )
             )
         if sanitizer is not None:
             self.spare_sanitizers.fill(lambda: SanitizedProcess(sanitizer, child_argv(), held=held))

@@ -136,6 +136,8 @@ def dynamic_evidence(result: EvalResult) -> str:
         )
     if stage.tensor_share is not None:
         parts.append(f"tensor-FLOP share {stage.tensor_share:.1%}")
+    if stage.ordinary_load_share is not None:
+        parts.append(f"ordinary loads {stage.ordinary_load_share:.1%} of the bytes")
     head = " · ".join(parts) or stage.message
     launches = [launch_line(launch, result.kernel_names) for launch in stage.launches[:MAX_LAUNCHES]]
     return "\n".join([head, *launches])

@@ -1,9 +1,9 @@
-// Probe kernel (hostile class "a token copy beside the real loads"), for gqa_paged_decode_h24_kv8_d128_ps1:
+// Hostile kernel (class "a token copy beside the real loads"), for gqa_paged_decode_h24_kv8_d128_ps1:
 // a correct paged decode whose K and V rows come through ordinary global loads (LDG), with one 16-byte
 // cp.async.bulk per CTA beside them whose bytes never reach the answer. The family the task requires
 // (ASYNC_COPY: UBLKCP or UTMALDG) is present in its SASS and executes, yet moves none of the task's
-// bytes. `benchmarks/async_copy_bytes_probe.py` profiles it beside references/gqa/paged_decode_bulk.cu
-// to find the Nsight Compute metrics that tell the two apart.
+// bytes: the dynamic tier must fail it as a decoy (tests/gpu/test_references_suite.py), from the bytes
+// ordinary loads fetched (`benchmarks/async_copy_bytes_probe.py` measures them beside the references).
 //
 // One CTA per (request, KV head), four warps; a warp takes every fourth token, each lane 4 of the 128
 // dims, an online softmax per query head, the warps merged at the end (as the reference does).
