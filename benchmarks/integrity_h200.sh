@@ -7,8 +7,9 @@
 #   pm          benchmarks/pm_sampling_probe.py (can tensor work be counted in the timed process?)
 #   signature   benchmarks/tensor_signature_probe.py (which sampled counters tell wgmma from mma.sync, per call)
 #   sessions    the shipped sessions recorded again (scripted models under references/scripts/)
-#   asynccopy   benchmarks/async_copy_bytes_probe.py --verdict (which metrics tell a token bulk copy beside
-#               ordinary loads from the copy engine carrying a memory-bound task's bytes)
+#   asynccopy   benchmarks/async_copy_bytes_probe.py --verdict (the bytes ordinary loads and the copy engine
+#               fetched, on every memory-bound task's references, the honest libcu++ decode and the decoy;
+#               each verdict: the decoy's must be `decoy`)
 # Run from the checkout root after installing the GPU wheels (see shared/tools/device-wheels).
 set -u
 out=${OUT:-/tmp/integrity_h200}
