@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from honest_support import task_of
 
 from workbench.agent.extract import extract_kernel
 from workbench.agent.prompts import template
@@ -24,7 +25,7 @@ HONEST = {
     "references/attention/mha_bwd_d128.cu": "mha_bwd_d128",
     "references/attention/mha_bwd_d128_causal.cu": "mha_bwd_d128_causal",
     **{
-        str(p.relative_to(ROOT)): GEMM
+        str(p.relative_to(ROOT)): task_of(p)
         for p in (ROOT / "tests" / "gpu").glob("*/*.cu")
         if "data" not in p.parts
     },

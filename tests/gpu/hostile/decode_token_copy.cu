@@ -4,6 +4,7 @@
 // (ASYNC_COPY: UBLKCP or UTMALDG) is present in its SASS and executes, yet moves none of the task's
 // bytes: the dynamic tier must fail it as a decoy (tests/gpu/test_references_suite.py), from the bytes
 // ordinary loads fetched (`benchmarks/async_copy_bytes_probe.py` measures them beside the references).
+// task: gqa_paged_decode_h24_kv8_d128_ps1
 //
 // One CTA per (request, KV head), four warps; a warp takes every fourth token, each lane 4 of the 128
 // dims, an online softmax per query head, the warps merged at the end (as the reference does).
