@@ -68,8 +68,10 @@ def block(
     counts: Counts = invented_counts,
     address: Callable[[int], str] = lambda offset: f"0x{0x7F2A3C001200 + offset:x}",
     columns: Sequence[str] = COLUMNS,
+    extra: Callable[[int, str], dict[str, str]] = lambda index, sass: {},
 ) -> str:
-    """One launch's part of the page: its kernel line, the header, a row per instruction."""
+    """One launch's part of the page: its kernel line, the header, a row per instruction; `extra` gives
+    more cells of a row by column (the warp samples)."""
     out = io.StringIO()
     writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
     out.write(f'"Kernel Name","{name}",\n')
@@ -84,6 +86,7 @@ def block(
             "Predicated-On Thread Instructions Executed": f"{predicated_on:,}",
             "# Samples": "3",
             "Address Space": "Generic",
+            **extra(index, sass),
         }
         writer.writerow([values.get(column, "0") for column in columns])
     return out.getvalue()

@@ -17,8 +17,10 @@ import hashlib
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 
 from workbench.errors import UserError
+from workbench.evaluate.build.lineinfo import line_table
 from workbench.evaluate.gpu.demangle import demangle
 from workbench.evaluate.request import EvalRequest, Progress, ProgressCallback, StageName
 from workbench.evaluate.result import EvalResult, StageBase, Status
@@ -80,6 +82,7 @@ async def run_stages(
     finalize(result)
     named = time.perf_counter()
     await asyncio.to_thread(name_kernels, result)  # c++filt: off the event loop a sweep shares
+    await asyncio.to_thread(place_source_lines, result)  # nvdisasm, likewise
     result.phases_s["names"] = round(time.perf_counter() - named, 4)
     result.duration_s = (result.duration_s or 0.0) + time.perf_counter() - started
     return result
@@ -121,6 +124,24 @@ def name_kernels(result: EvalResult) -> None:
         if stats is not None:
             symbols.extend(stats.kernels)
     result.kernel_names = {k: v for k, v in demangle(symbols).items() if k != v}
+
+
+def place_source_lines(result: EvalResult) -> None:
+    """The kernel.cu line of each profiled instruction, where the evaluation asked for per-instruction
+    counts and its cubin is on this machine (so the agent reads where its warps waited as lines of its
+    own file)."""
+    counts = result.stages.dynamic.source_counts
+    cubin = result.stages.build.cubin_path
+    if not counts or cubin is None or not Path(cubin).is_absolute() or not Path(cubin).is_file():
+        return
+    table = line_table(Path(cubin))
+    if table is None:
+        return
+    for kernel, rows in counts.items():
+        lines = table.get(kernel, {})
+        for row in rows:
+            if row.offset is not None:
+                row.line = lines.get(row.offset)
 
 
 def finalize(result: EvalResult) -> None:

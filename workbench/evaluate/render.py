@@ -225,7 +225,31 @@ def dynamic_lines(stage: DynamicStage, names: dict[str, str] | None = None) -> l
             "task's minimum; the copy engine must carry the rest"
         )
     lines.extend(f"launch {launch_line(launch, names)}" for launch in stage.launches[:MAX_KERNELS])
+    waited = where_warps_waited(stage, names)
+    if waited:
+        lines.append(waited)
     return lines
+
+
+def where_warps_waited(stage: DynamicStage, names: dict[str, str] | None = None, top: int = 5) -> str:
+    """The instructions ncu's warp-state samples found warps at most often, each with its share of the
+    samples and its main stall reasons: where the kernel's time goes, by line where the line table said."""
+    names = names or {}
+    rows = [(kernel, row) for kernel, counts in stage.source_counts.items() for row in counts if row.samples]
+    total = sum(row.samples for _, row in rows)
+    if not total:
+        return ""
+    several = len({kernel for kernel, _ in rows}) > 1
+    shown = []
+    for kernel, row in sorted(rows, key=lambda item: -item[1].samples)[:top]:
+        where = (
+            f"kernel.cu:{row.line} {row.opcode}" if row.line else f"{row.opcode} at +0x{row.offset or 0:x}"
+        )
+        if several:
+            where = f"{short_kernel(names.get(kernel, kernel))} {where}"
+        reasons = ", ".join(f"{reason} {n / row.samples:.0%}" for reason, n in list(row.stalls.items())[:2])
+        shown.append(f"{where} {row.samples / total:.0%}" + (f" ({reasons})" if reasons else ""))
+    return f"where the warps were (ncu's {total:,} warp samples): " + " · ".join(shown)
 
 
 def _stats(stats: TimingStats) -> str:

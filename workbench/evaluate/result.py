@@ -132,6 +132,14 @@ class InstructionCounts(_Model):
     executed: int = Field(description="warp-level instructions executed")
     threads: int = Field(description="thread instructions executed")
     predicated_on: int = Field(description="thread instructions executed with a true predicate")
+    samples: int = Field(default=0, description="warp-state samples that found a warp at this instruction")
+    stalls: dict[str, int] = Field(
+        default_factory=dict, description="the samples' stall reasons (long_sb, wait, …), the largest few"
+    )
+    line: int | None = Field(
+        default=None,
+        description="the line of the candidate's kernel.cu it came from (the cubin's line table)",
+    )
 
 
 class DynamicStage(StageBase):

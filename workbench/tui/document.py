@@ -62,6 +62,7 @@ class CodeDocument:
     kernels: dict[int, str] = field(default_factory=dict)  # SASS `Function :` line -> its mangled name
     executed: dict[int, InstructionCounts] = field(default_factory=dict)  # SASS line -> profiled counts
     profiled: int = 0  # instructions the profile counted in this listing's kernels (placed or not)
+    samples: int = 0  # ncu's warp-state samples over the placed instructions
     width: int = 0
     _shown: dict[int, str] = field(default_factory=dict, repr=False)
 
@@ -99,7 +100,21 @@ class CodeDocument:
             for i, line in enumerate(self.lines)
         ]
         match = match_listing(listing_instructions(raw), counts)
-        return replace(self, executed=match.lines, profiled=match.rows) if match.rows else self
+        if not match.rows:
+            return self
+        samples = sum(row.samples for row in match.lines.values())
+        return replace(self, executed=match.lines, profiled=match.rows, samples=samples)
+
+    def samples_at(self, index: int) -> str:
+        """The warp samples at the instruction on line `index`: its share of the listing's, and why the
+        warps there stalled; "" without samples."""
+        counts = self.executed.get(index)
+        if counts is None or not self.samples or not counts.samples:
+            return ""
+        reasons = ", ".join(
+            f"{reason} {n / counts.samples:.0%}" for reason, n in list(counts.stalls.items())[:3]
+        )
+        return f"{counts.samples / self.samples:.1%} of warp samples" + (f" ({reasons})" if reasons else "")
 
     def counts_legend(self) -> str:
         """What the counts column of the gutter holds, and how much of the profile found its line."""

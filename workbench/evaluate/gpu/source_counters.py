@@ -29,6 +29,11 @@ SOURCE = "Source"
 EXECUTED = "Instructions Executed"
 THREADS = "Thread Instructions Executed"
 PREDICATED_ON = "Predicated-On Thread Instructions Executed"
+# Warp-state sampling: how often a warp was found at the instruction (stalled or issuing), and why, by
+# reason (`stall_long_sb`, …; their "(Not Issued)" twins split the same samples again and are left out).
+SAMPLES = "Warp Stall Sampling (All Samples)"
+STALL_PREFIX = "stall_"
+STALLS_KEPT = 4  # per instruction, the reasons with the most samples
 KERNEL = "Kernel Name"
 INSTRUCTION_BYTES = 16  # every Hopper and Blackwell SASS instruction
 # Placing rows by offset is trusted when (nearly) every placed row's opcode is the listing's there.
@@ -54,6 +59,8 @@ class SourceRow:
     executed: int  # warp-level instructions executed
     threads: int  # thread instructions executed
     predicated_on: int  # thread instructions executed with a true predicate
+    samples: int = 0  # warp-state samples at this instruction
+    stalls: tuple[tuple[str, int], ...] = ()  # (reason, samples), most first
 
     @property
     def opcode(self) -> str:
@@ -129,6 +136,12 @@ def _block(name: str, header: list[str], rows: list[list[str]]) -> list[SourceRo
     def cell(row: list[str], name: str) -> str:
         return row[column[name]] if name in column else ""
 
+    reasons = [name for name in header if name.startswith(STALL_PREFIX) and "(" not in name]
+
+    def stalls(row: list[str]) -> tuple[tuple[str, int], ...]:
+        found = ((name.removeprefix(STALL_PREFIX), _count(cell(row, name), name)) for name in reasons)
+        return _most(dict(found))
+
     return [
         SourceRow(
             offset=offset,
@@ -136,9 +149,17 @@ def _block(name: str, header: list[str], rows: list[list[str]]) -> list[SourceRo
             executed=_count(cell(row, EXECUTED), EXECUTED),
             threads=_count(cell(row, THREADS), THREADS),
             predicated_on=_count(cell(row, PREDICATED_ON), PREDICATED_ON),
+            samples=_count(cell(row, SAMPLES), SAMPLES),
+            stalls=stalls(row),
         )
         for row, offset in zip(rows, offsets, strict=True)
     ]
+
+
+def _most(by_reason: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """The reasons with samples, most first (ties by name), at most `STALLS_KEPT`."""
+    ranked = sorted(((r, n) for r, n in by_reason.items() if n > 0), key=lambda item: (-item[1], item[0]))
+    return tuple(ranked[:STALLS_KEPT])
 
 
 def _merged(first: list[SourceRow], again: list[SourceRow]) -> list[SourceRow]:
@@ -159,11 +180,16 @@ def _merged(first: list[SourceRow], again: list[SourceRow]) -> list[SourceRow]:
     for index, row in enumerate(first):
         other = more.get(row.offset if row.offset is not None else index)
         if other is not None:
+            stalls = dict(row.stalls)
+            for reason, samples in other.stalls:
+                stalls[reason] = stalls.get(reason, 0) + samples
             row = replace(
                 row,
                 executed=row.executed + other.executed,
                 threads=row.threads + other.threads,
                 predicated_on=row.predicated_on + other.predicated_on,
+                samples=row.samples + other.samples,
+                stalls=_most(stalls),
             )
         merged.append(row)
     return merged + extra
@@ -247,6 +273,8 @@ def stored(rows: Iterable[SourceRow]) -> list[dict]:
             "executed": row.executed,
             "threads": row.threads,
             "predicated_on": row.predicated_on,
+            "samples": row.samples,
+            "stalls": dict(row.stalls),
         }
         for row in rows
     ]

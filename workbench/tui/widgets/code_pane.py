@@ -89,6 +89,9 @@ class CodePane(Vertical):
             # Executed by warps; threads with the predicate on, of all that reached it where some had it off.
             off = f"/{counts.threads:,}" if counts.threads != counts.predicated_on else ""
             said.append(f": {counts.executed:,}× · {counts.predicated_on:,}{off} threads on")
+            sampled = document.samples_at(event.line)
+            if sampled:
+                said.append(f" · {sampled}")
         source = document.source_line_at(event.line) if document.source_lines else None
         cuda = self.document("cuda").lines if source is not None else []
         if source is not None and 0 < source <= len(cuda):
