@@ -18,6 +18,7 @@ import pytest
 
 from workbench.evaluate.gpu.source_counters import listing_instructions, match_listing
 from workbench.evaluate.local_executor import LocalExecutor
+from workbench.evaluate.render import where_warps_waited
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult, Status
 
@@ -63,3 +64,10 @@ def test_the_reference_gemm_has_counts_for_its_own_kernel_and_its_hgmma_lines_ra
     assert match.matched == match.rows == sum(map(len, dynamic.source_counts.values()))
     listed = [index for index, line in enumerate(lines) if " HGMMA." in line]
     assert listed and all(match.lines[index].executed > 0 for index in listed)
+    # The same section's warp-state samples: the GEMM's warps are found somewhere, with reasons, and
+    # the feedback names the hottest instructions by kernel.cu line (the build's line table).
+    sampled = [row for rows in dynamic.source_counts.values() for row in rows if row.samples]
+    print("hottest:", sorted((row.samples, row.opcode, row.line, row.stalls) for row in sampled)[-5:])
+    assert sampled and all(sum(row.stalls.values()) <= row.samples for row in sampled)
+    assert any(row.stalls for row in sampled) and any(row.line for row in sampled)
+    assert "where the warps were (ncu's" in where_warps_waited(dynamic)
