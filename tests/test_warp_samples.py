@@ -1,7 +1,8 @@
 """Why a kernel is slow, from the same ncu run: the warp-state samples SourceCounters takes per SASS
 instruction (`Warp Stall Sampling (All Samples)` and a column per stall reason, as the H200 probe's page
 names them), kept with the counts, placed on kernel.cu's lines by the cubin's line table, and shown to
-the agent (the hottest instructions and why their warps waited) and on the SASS view's status line.
+the agent (the hottest instructions and why their warps waited) and on the SASS view's status line;
+and ncu's SpeedOfLight figures (how busy the SMs and the memory system were) from the same profile.
 
 Nsight Compute cannot run here: pages are written in its format (`source_page_support.py`), the rows
 from real cuobjdump listings; the line table is a real build's."""
@@ -15,17 +16,19 @@ import pytest
 from build_support import KERNELS, build_kernel, needs_nvcc, session_cache
 from source_page_support import block, listing_kernels
 
-from workbench.evaluate.build.sass import disassemble
+from workbench.evaluate.build.sass import FAMILIES, disassemble
+from workbench.evaluate.gpu.profile import THROUGHPUT_METRICS, dynamic_stage, ncu_command, parse_raw_csv
 from workbench.evaluate.gpu.source_counters import parse_source_page, stored
 from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.pipeline import place_source_lines
-from workbench.evaluate.render import feedback_text, where_warps_waited
+from workbench.evaluate.render import dynamic_lines, feedback_text, where_warps_waited
 from workbench.evaluate.result import DynamicStage, EvalResult, InstructionCounts, Status
 from workbench.tui.document import CodeDocument
 
 DATA = Path(__file__).parent / "data"
 PROBE = (DATA / "tui" / "families_probe.sm_90a.sass").read_text()
 PROBE_KERNEL = "_Z14families_probePfmm"
+FAMILY_LISTS = {family: sorted(ops) for family, ops in FAMILIES.items()}
 
 
 def samples(index: int, sass: str) -> dict[str, str]:
@@ -113,3 +116,22 @@ def test_each_profiled_instruction_gets_its_kernel_cu_line_from_the_cubin(
     # ptxas gives the wgmma its block's first asm statement (the fence before it): the same few lines.
     assert hgmma.line is not None
     assert any("wgmma.mma_async" in text for text in source[hgmma.line - 1 : hgmma.line + 4])
+
+
+def test_the_slow_kernel_profile_says_how_busy_the_sms_and_the_memory_were() -> None:
+    counted = ncu_command("ncu", "/tmp/run/ncu.log", "hopper", ["app"], source_counters=True)
+    assert counted[counted.index("SpeedOfLight") - 1] == "--section"
+    assert "SpeedOfLight" not in ncu_command("ncu", "/tmp/run/ncu.log", "hopper", ["app"])
+    header, units, row = (DATA / "ncu" / "wgmma_gemm_m256_raw_details.csv").read_text().splitlines()[:3]
+    columns = ",".join(f'"{metric}"' for metric in THROUGHPUT_METRICS.values())
+    page = "\n".join([f"{header},{columns}", f'{units},"%","%"', f'{row},"78.46","41.2"'])
+    (launch,) = parse_raw_csv(page)
+    assert launch["throughput"] == {"sm_throughput_pct": 78.46, "memory_throughput_pct": 41.2}
+    # Two launches of one call: each weighed by its time.
+    slow = {**launch, "time_ns": 3 * launch["time_ns"], "throughput": {"sm_throughput_pct": 18.46,
+                                                                        "memory_throughput_pct": 81.2}}  # fmt: skip
+    stage = dynamic_stage([launch, slow], FAMILY_LISTS, "GMMA", None, "hopper")
+    assert stage["sm_throughput_pct"] == pytest.approx((78.46 + 3 * 18.46) / 4)
+    assert stage["memory_throughput_pct"] == pytest.approx((41.2 + 3 * 81.2) / 4)
+    lines = dynamic_lines(DynamicStage.model_validate({k: v for k, v in stage.items() if k != "message"}))
+    assert "ncu's speed of light: compute (SM) 33% · memory 71% of peak" in lines

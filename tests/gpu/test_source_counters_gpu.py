@@ -71,3 +71,5 @@ def test_the_reference_gemm_has_counts_for_its_own_kernel_and_its_hgmma_lines_ra
     assert sampled and all(sum(row.stalls.values()) <= row.samples for row in sampled)
     assert any(row.stalls for row in sampled) and any(row.line for row in sampled)
     assert "where the warps were (ncu's" in where_warps_waited(dynamic)
+    assert dynamic.sm_throughput_pct is not None and 0 < dynamic.sm_throughput_pct <= 100
+    assert dynamic.memory_throughput_pct is not None and 0 < dynamic.memory_throughput_pct <= 100

@@ -225,6 +225,11 @@ def dynamic_lines(stage: DynamicStage, names: dict[str, str] | None = None) -> l
             "task's minimum; the copy engine must carry the rest"
         )
     lines.extend(f"launch {launch_line(launch, names)}" for launch in stage.launches[:MAX_KERNELS])
+    if stage.sm_throughput_pct is not None and stage.memory_throughput_pct is not None:
+        lines.append(
+            f"ncu's speed of light: compute (SM) {stage.sm_throughput_pct:.0f}% · memory "
+            f"{stage.memory_throughput_pct:.0f}% of peak"
+        )
     waited = where_warps_waited(stage, names)
     if waited:
         lines.append(waited)

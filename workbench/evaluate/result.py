@@ -167,6 +167,12 @@ class DynamicStage(StageBase):
         default=None,
         description="FLOPs other math instructions did (a lower bound from thread counts) over the task's",
     )
+    sm_throughput_pct: float | None = Field(
+        default=None, description="ncu's SpeedOfLight: the SMs' busiest unit, % of its peak (source counters)"
+    )
+    memory_throughput_pct: float | None = Field(
+        default=None, description="ncu's SpeedOfLight: the memory system's busiest unit, % of its peak"
+    )
     ordinary_load_bytes: float | None = Field(
         default=None,
         description="a memory-bound task: bytes ordinary loads (LDG missing L1, LDGSTS) fetched in the call",

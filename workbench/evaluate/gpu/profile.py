@@ -52,6 +52,12 @@ ORDINARY_LOAD_METRICS = (
 # half and half between the copy engine and LDG (K by TMA, V by LDG) stays below.
 MAX_ORDINARY_LOAD_SHARE = 0.6
 PER_OPCODE_METRIC = "sass__thread_inst_executed_true_per_opcode"
+# With source counters (the opt-in "why is it slow" profile), ncu's SpeedOfLight section too: how busy the
+# SMs and the memory system were, as shares of their peaks (the section's two headline figures).
+THROUGHPUT_METRICS = {
+    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+}
 TIME_METRIC = "gpu__time_duration.sum"
 METRICS = (PER_OPCODE_METRIC, TIME_METRIC)
 # LaunchStats' metrics (no replay): what a kernel was launched with, compared with CUPTI's timed records.
@@ -134,15 +140,19 @@ def ncu_command(
     `required`: the task's required family, which picks the tensor-pipe metric; `extra_metrics`: more
     to collect (`ordinary_load_metrics`).
 
-    With `source_counters`, SourceCounters is collected too (per-instruction counts, more replay
-    passes) and the report is exported to `report_file(log_file)` instead: its pages are printed
+    With `source_counters`, SourceCounters and SpeedOfLight are collected too (per-instruction counts and
+    warp samples, the SMs' and memory's busy shares; more replay passes) and the report is exported to `report_file(log_file)` instead: its pages are printed
     afterwards (`import_commands`), the log keeping ncu's own messages."""
     metrics = list(METRICS)
     metric = tensor_metric(target, required)
     if metric is not None:
         metrics.append(metric)
     metrics.extend(extra_metrics)
-    output = ["--section", "SourceCounters", "-o", report_file(log_file)] if source_counters else RAW_PAGE
+    output = (
+        ["--section", "SourceCounters", "--section", "SpeedOfLight", "-o", report_file(log_file)]
+        if source_counters
+        else RAW_PAGE
+    )
     return [
         ncu,
         "--clock-control",
@@ -223,6 +233,11 @@ def parse_raw_csv(text: str) -> list[dict]:
                 launch["tensor_metric"] = metric
         if TIME_METRIC in column and row[column[TIME_METRIC]].strip():
             launch["time_ns"] = _number(row[column[TIME_METRIC]])
+        launch["throughput"] = {
+            key: value
+            for key, metric in THROUGHPUT_METRICS.items()
+            if metric in column and (value := _total(row[column[metric]])) is not None
+        }
         launch["ordinary_load_bytes"] = {
             name: value
             for name in ORDINARY_LOAD_METRICS
@@ -310,6 +325,7 @@ def dynamic_stage(
     }
     if foreign:
         stage["ignored_kernels"] = foreign
+    stage.update(_throughput(launches))
     if not launches:
         stage["status"] = Status.dynamic_not_executed
         stage["message"] = "the profiled call ran none of the candidate's kernels" + (
@@ -341,6 +357,21 @@ def dynamic_stage(
     if foreign:
         stage["message"] += f"; {len(foreign)} kernel(s) not its own left out: {', '.join(foreign[:3])}"
     return stage
+
+
+def _throughput(launches: list[dict]) -> dict[str, float]:
+    """The SMs' and the memory system's busy shares over the call, each launch weighed by its time."""
+    found: dict[str, float] = {}
+    for key in THROUGHPUT_METRICS:
+        weighed = [
+            (launch["throughput"][key], launch.get("time_ns") or 0.0)
+            for launch in launches
+            if key in launch.get("throughput", {})
+        ]
+        time = sum(ns for _, ns in weighed)
+        if weighed and time > 0:
+            found[key] = sum(value * ns for value, ns in weighed) / time
+    return found
 
 
 def _own_launches(launches: list[dict], own_kernels: set[str] | None) -> tuple[list[dict], list[str]]:
