@@ -134,4 +134,4 @@ def test_the_slow_kernel_profile_says_how_busy_the_sms_and_the_memory_were() -> 
     assert stage["sm_throughput_pct"] == pytest.approx((78.46 + 3 * 18.46) / 4)
     assert stage["memory_throughput_pct"] == pytest.approx((41.2 + 3 * 81.2) / 4)
     lines = dynamic_lines(DynamicStage.model_validate({k: v for k, v in stage.items() if k != "message"}))
-    assert "ncu's speed of light: compute (SM) 33% · memory 71% of peak" in lines
+    assert "ncu's SpeedOfLight throughput: compute (SM) 33% · memory 71% of peak" in lines

@@ -227,7 +227,7 @@ def dynamic_lines(stage: DynamicStage, names: dict[str, str] | None = None) -> l
     lines.extend(f"launch {launch_line(launch, names)}" for launch in stage.launches[:MAX_KERNELS])
     if stage.sm_throughput_pct is not None and stage.memory_throughput_pct is not None:
         lines.append(
-            f"ncu's speed of light: compute (SM) {stage.sm_throughput_pct:.0f}% · memory "
+            f"ncu's SpeedOfLight throughput: compute (SM) {stage.sm_throughput_pct:.0f}% · memory "
             f"{stage.memory_throughput_pct:.0f}% of peak"
         )
     waited = where_warps_waited(stage, names)
@@ -252,7 +252,7 @@ def where_warps_waited(stage: DynamicStage, names: dict[str, str] | None = None,
         )
         if several:
             where = f"{short_kernel(names.get(kernel, kernel))} {where}"
-        reasons = ", ".join(f"{reason} {n / row.samples:.0%}" for reason, n in list(row.stalls.items())[:2])
+        reasons = row.stall_text(2)
         shown.append(f"{where} {row.samples / total:.0%}" + (f" ({reasons})" if reasons else ""))
     return f"where the warps were (ncu's {total:,} warp samples): " + " · ".join(shown)
 

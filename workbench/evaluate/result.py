@@ -141,6 +141,10 @@ class InstructionCounts(_Model):
         description="the line of the candidate's kernel.cu it came from (the cubin's line table)",
     )
 
+    def stall_text(self, most: int) -> str:
+        """Its `most` main stall reasons with their shares of its samples: `wait 58%, math 25%`."""
+        return ", ".join(f"{reason} {n / self.samples:.0%}" for reason, n in list(self.stalls.items())[:most])
+
 
 class DynamicStage(StageBase):
     tool: str | None = None

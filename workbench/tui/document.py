@@ -111,9 +111,7 @@ class CodeDocument:
         counts = self.executed.get(index)
         if counts is None or not self.samples or not counts.samples:
             return ""
-        reasons = ", ".join(
-            f"{reason} {n / counts.samples:.0%}" for reason, n in list(counts.stalls.items())[:3]
-        )
+        reasons = counts.stall_text(3)
         return f"{counts.samples / self.samples:.1%} of warp samples" + (f" ({reasons})" if reasons else "")
 
     def counts_legend(self) -> str:

@@ -140,9 +140,10 @@ def ncu_command(
     `required`: the task's required family, which picks the tensor-pipe metric; `extra_metrics`: more
     to collect (`ordinary_load_metrics`).
 
-    With `source_counters`, SourceCounters and SpeedOfLight are collected too (per-instruction counts and
-    warp samples, the SMs' and memory's busy shares; more replay passes) and the report is exported to `report_file(log_file)` instead: its pages are printed
-    afterwards (`import_commands`), the log keeping ncu's own messages."""
+    With `source_counters`, SourceCounters and SpeedOfLight are collected too (per-instruction counts
+    and warp samples, the SMs' and memory's busy shares; more replay passes) and the report is exported
+    to `report_file(log_file)` instead: its pages are printed afterwards (`import_commands`), the log
+    keeping ncu's own messages."""
     metrics = list(METRICS)
     metric = tensor_metric(target, required)
     if metric is not None:

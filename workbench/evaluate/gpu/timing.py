@@ -315,11 +315,9 @@ def timing_message(stage: dict) -> str:
     )
     if stage.get("speed_of_light_ms"):
         share = f", reached {stage['light_share']:.0%}" if stage.get("light_share") else ""
-        bound = f" {stage['light_bound']}-bound" if stage.get("light_bound") else ""
-        text += (
-            f"; speed of light {stage['speed_of_light_ms']:.4g} ms{share} ({bound.strip() + ': ' if bound else ''}"
-            f"{stage.get('speed_of_light_source', '')})"
-        )
+        bound = f"{stage['light_bound']}-bound: " if stage.get("light_bound") else ""
+        source = stage.get("speed_of_light_source", "")
+        text += f"; speed of light {stage['speed_of_light_ms']:.4g} ms{share} ({bound}{source})"
     if stage.get("method") == "events":
         text += " (CUDA events: CUPTI was not available)"
     return text
