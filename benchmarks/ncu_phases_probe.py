@@ -85,21 +85,25 @@ def command_for(ncu: str, name: str, log: str, child: list[str]) -> list[str]:
     full = ncu_command(ncu, log, "hopper", child, required="")
     if name.startswith("worker"):
         return full
-    metrics_at = full.index("--metrics") + 1
     changed = list(full)
+
+    def metrics(value: str) -> None:  # by the flag, wherever the sections put it
+        changed[changed.index("--metrics") + 1] = value
+
+    wanted = full[full.index("--metrics") + 1]
     if name == "no_per_opcode":
-        changed[metrics_at] = ",".join([TIME_METRIC, tensor_metric("hopper") or TIME_METRIC])
+        metrics(",".join([TIME_METRIC, tensor_metric("hopper") or TIME_METRIC]))
     elif name == "time_only":
-        changed[metrics_at] = TIME_METRIC
+        metrics(TIME_METRIC)
     elif name == "no_rules":  # the section kept, ncu's analysis rules for it not run
         changed[1:1] = ["--apply-rules", "no"]
     elif name in ("no_launch_stats", "launch_metrics"):
         at = changed.index("LaunchStats")
         del changed[at - 1 : at + 1]
         if name == "launch_metrics":  # the six attributes the agreement check reads, by name
-            changed[metrics_at] += "," + ",".join(LAUNCH_METRICS.values())
+            metrics(wanted + "," + ",".join(LAUNCH_METRICS.values()))
     elif name == "per_opcode_only":
-        changed[metrics_at] = METRICS[0]
+        metrics(METRICS[0])
     return changed
 
 
