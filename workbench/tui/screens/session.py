@@ -115,7 +115,7 @@ class SessionScreen(Screen[None]):
         try:
             await self._ingest(item)
         except NoMatches:  # the screen is being dismissed (back, quit) while its driver still feeds it
-            if self.is_current:
+            if self._shown:
                 raise
 
     async def _ingest(self, item: Item) -> None:
@@ -165,6 +165,12 @@ class SessionScreen(Screen[None]):
         self.query_one(TimingPane).show(self.view, self.shown_turn)
         self._refresh_header()
 
+    @property
+    def _shown(self) -> bool:
+        """Still the screen a person sees: current, and not in the app's exit (which takes the widgets
+        down while the screen stays current), so a missing widget there is a bug, not a late arrival."""
+        return self.is_current and self.is_attached
+
     def _run_listing_job(self, job: Callable[[], Awaitable[None]]) -> None:
         self.run_worker(self._listing_job(job), name="listing", group="listing")
 
@@ -177,7 +183,7 @@ class SessionScreen(Screen[None]):
         try:
             code = self.query_one(CodePane)
         except NoMatches:  # the listing was ready only after the screen went (back, quit): nothing to show
-            if self.is_current:
+            if self._shown:
                 raise
             return
         for tab, maker in self.artifacts.listings(self.view.turn(number), self.target).items():
@@ -187,7 +193,7 @@ class SessionScreen(Screen[None]):
         try:
             self._state_changed()
         except NoMatches:  # as in `ingest`: a driver's last word reaching a screen being dismissed
-            if self.is_current:
+            if self._shown:
                 raise
 
     def _state_changed(self) -> None:
