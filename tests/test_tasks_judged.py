@@ -170,3 +170,10 @@ def test_causal_attention_backward_lets_a_few_elements_graze_the_tolerance(dim: 
         compare_output("dV", grazing, expected, plain["atol"], plain["rtol"], plain["matched_ratio"])[0]
         != "passed"
     )
+
+
+def test_a_memory_bound_tasks_prompt_says_its_bytes_and_that_the_copies_must_carry_them() -> None:
+    task = Catalogue.load().get("gqa_paged_decode_h24_kv8_d128_ps1")
+    text = prompts.task_prompt(task, task.target("hopper"), AgentConfig())
+    assert "Work: 805.306 MFLOP, at least 269.49 MB moved." in text
+    assert "ordinary loads (LDG, cp.async) fetching more than 60% of the task's minimum bytes fail" in text

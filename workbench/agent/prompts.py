@@ -9,17 +9,23 @@ from importlib import resources
 from string import Template
 
 from workbench.agent.config import AgentConfig
+from workbench.evaluate.gpu.profile import MAX_ORDINARY_LOAD_SHARE
 from workbench.knowledge import load_pack
-from workbench.tasks import Task
+from workbench.tasks import Task, Workload
 from workbench.tasks.baselines import BASELINE_TITLES
 from workbench.tasks.targets import Target
+from workbench.units import fmt_bytes, fmt_flops
 
 REQUIRED_WHAT = {
     "GMMA": "`wgmma.mma_async`, SASS HGMMA/QGMMA/IGMMA",
     "TCGEN05_MMA": "`tcgen05.mma`, SASS UTCHMMA/UTCQMMA/UTCIMMA/UTCOMMA",
     "QGMMA": "`wgmma.mma_async` with e4m3/e5m2 operands, SASS QGMMA",
     "UTCQMMA": "`tcgen05.mma` kind::f8f6f4, SASS UTCQMMA",
-    "ASYNC_COPY": "`cp.async.bulk` or `cp.async.bulk.tensor` from global memory, SASS UBLKCP/UTMALDG",
+    "ASYNC_COPY": (
+        "`cp.async.bulk` or `cp.async.bulk.tensor` from global memory, SASS UBLKCP/UTMALDG; the work is "
+        "moving the task's bytes, so the copies must carry them: ordinary loads (LDG, cp.async) fetching "
+        f"more than {MAX_ORDINARY_LOAD_SHARE:.0%} of the task's minimum bytes fail"
+    ),
 }
 
 
@@ -73,10 +79,13 @@ def system_prompt(task: Task, target: Target, config: AgentConfig) -> tuple[str,
     return "\n".join(parts), pack_id, pack_hash
 
 
-def _flops(value: float | None) -> str:
-    if value is None:
-        return "unknown"
-    return f"{value / 1e12:.3f} TFLOP" if value >= 1e9 else f"{value:.0f} FLOP"
+def _work(task: Task, workload: Workload) -> str:
+    """The FLOPs, and the bytes a kernel must at least move (what bounds a memory-bound task)."""
+    least = task.min_bytes(workload)
+    flops = task.flops(workload)
+    return (fmt_flops(flops) if flops is not None else "unknown") + (
+        f", at least {fmt_bytes(least)} moved" if least else ""
+    )
 
 
 def _tolerance(task: Task) -> str:
@@ -106,7 +115,7 @@ def task_prompt(task: Task, target: Target, config: AgentConfig) -> str:
         workload_axes=", ".join(f"{k}={v}" for k, v in axes.items()),
         input_shapes=fmt(shapes_in),
         output_shapes=fmt(shapes_out),
-        flops=_flops(task.flops(workload)),
+        flops=_work(task, workload),
         baseline=baseline,
         tolerance=_tolerance(task),
         target_speedup=f"{config.target_speedup:g}",
