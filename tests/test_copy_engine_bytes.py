@@ -45,6 +45,7 @@ dram__bytes_read                                                     # of bytes 
 l1tex__t_bytes_pipe_lsu_mem_global_op_ld                             # of bytes requested for global loads
 l1tex__t_bytes_pipe_lsu_mem_global_op_ld_lookup_miss                 # of bytes requested that missed for global loads
 l1tex__t_bytes_pipe_lsu_mem_global_op_ldgsts_cache_access            # of bytes requested for LDGSTS.ACCESS
+l1tex__t_bytes_pipe_lsu_mem_global_op_atom                           # of bytes requested for global atomics
 l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld                  # of bytes read from L2 into L1TEX M-Stage for TMA loads
 """
 
@@ -81,7 +82,7 @@ def test_the_listing_gives_base_names_and_nothing_of_its_header_or_descriptions(
     names = parse_listing(LISTING)
     assert ORDINARY_LOAD_METRICS[0] in names and "dram__bytes_read" in names
     assert not any(" " in name or name.startswith(("Device", "Metric")) for name in names)
-    assert len(names) == 5
+    assert len(names) == 6
 
 
 def test_the_listing_is_asked_offline_for_the_targets_chip_and_empty_when_ncu_cannot_say(
@@ -102,6 +103,7 @@ def test_only_a_memory_bound_family_asks_for_the_bytes_and_only_what_ncu_lists()
     assert ordinary_load_metrics("ASYNC_COPY", listed) == (
         MISSES,
         "l1tex__t_bytes_pipe_lsu_mem_global_op_ldgsts_cache_access.sum",
+        "l1tex__t_bytes_pipe_lsu_mem_global_op_atom.sum",
     )
     assert ordinary_load_metrics("GMMA", listed) == ()
     # Without the metric the rule needs, nothing is asked: an unknown name would fail the whole profile.
@@ -125,7 +127,9 @@ def test_a_decode_streaming_its_kv_through_ldg_beside_a_token_bulk_copy_is_a_dec
     stage = judged(copy_launch(ublkcp_threads=8 * 64, fetched=0.997 * DECODE_BYTES))
     assert stage["status"] == "decoy"
     assert stage["ordinary_load_share"] == pytest.approx(0.997)
-    assert "ordinary loads (LDG, LDGSTS) fetched 100% of the task's minimum bytes" in stage["message"]
+    assert (
+        "ordinary loads (LDG, LDGSTS, atomics) fetched 100% of the task's minimum bytes" in stage["message"]
+    )
     assert f"at most {MAX_ORDINARY_LOAD_SHARE:.0%} allowed" in stage["message"]
 
 
@@ -135,7 +139,8 @@ def test_a_decode_whose_copy_engine_carries_the_kv_passes_and_says_what_loads_fe
     assert "ordinary loads fetched 1.2% of the task's minimum bytes" in stage["message"]
     lines = dynamic_lines(DynamicStage.model_validate({k: v for k, v in stage.items() if k != "message"}))
     assert any(
-        "ordinary loads (LDG missing L1, LDGSTS): 1.2% of the task's minimum" in line for line in lines
+        "ordinary loads (LDG missing L1, LDGSTS, atomics): 1.2% of the task's minimum" in line
+        for line in lines
     )
     # Half the stream by the copy engine and half by LDG (K by TMA, V by LDG) stays below the bound.
     assert judged(copy_launch(2 * 65536 * 4, 0.51 * DECODE_BYTES))["status"] == "passed"

@@ -221,7 +221,7 @@ def dynamic_lines(stage: DynamicStage, names: dict[str, str] | None = None) -> l
         )
     if stage.ordinary_load_share is not None:
         lines.append(
-            f"bytes fetched by ordinary loads (LDG missing L1, LDGSTS): {stage.ordinary_load_share:.1%} of the "
+            f"bytes fetched by ordinary loads (LDG missing L1, LDGSTS, atomics): {stage.ordinary_load_share:.1%} of the "
             "task's minimum; the copy engine must carry the rest"
         )
     lines.extend(f"launch {launch_line(launch, names)}" for launch in stage.launches[:MAX_KERNELS])

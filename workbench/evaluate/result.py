@@ -179,7 +179,7 @@ class DynamicStage(StageBase):
     )
     ordinary_load_bytes: float | None = Field(
         default=None,
-        description="a memory-bound task: bytes ordinary loads (LDG missing L1, LDGSTS) fetched in the call",
+        description="a memory-bound task: bytes ordinary loads (LDG missing L1, LDGSTS, atomics) fetched in the call",
     )
     task_min_bytes: float | None = None
     ordinary_load_share: float | None = Field(

@@ -39,12 +39,14 @@ NO_TENSOR_SHARE = frozenset({"ASYNC_COPY"})
 # carry them: what ordinary loads fetched instead is counted, as the tensor families' other work is.
 # Base names, asked for only where this ncu lists them (`ncu_metrics.py`): the bytes of the LSU's
 # global loads that missed L1 (a warp's broadcast of one index, or a value read again on the same SM,
-# hits L1 and is not counted; every byte a decoy streams through LDG misses once), and of Ampere's
-# cp.async (LDGSTS), cached and not. The first one must be listed for the rule to judge.
+# hits L1 and is not counted; every byte a decoy streams through LDG misses once), of Ampere's
+# cp.async (LDGSTS), cached and not, and of global atomics (which return what they read). The first
+# one must be listed for the rule to judge.
 ORDINARY_LOAD_METRICS = (
     "l1tex__t_bytes_pipe_lsu_mem_global_op_ld_lookup_miss",
     "l1tex__t_bytes_pipe_lsu_mem_global_op_ldgsts_cache_access",
     "l1tex__t_bytes_pipe_lsu_mem_global_op_ldgsts_cache_bypass",
+    "l1tex__t_bytes_pipe_lsu_mem_global_op_atom",
 )
 # At most this share of the task's minimum bytes fetched by ordinary loads. A decoy streaming the KV
 # cache through LDG beside a token bulk copy fetches ~100 %; the references' ordinary loads (page
@@ -475,7 +477,7 @@ def _judge_ordinary_loads(
         stage["status"] = Status.decoy
         stage["message"] = (
             f"{required} ran ({threads:,} predicate-true thread executions), but ordinary loads (LDG, "
-            f"LDGSTS) fetched {share:.0%} of the task's minimum bytes ({fetched:.4g} of {task_min_bytes:.4g}; "
+            f"LDGSTS, atomics) fetched {share:.0%} of the task's minimum bytes ({fetched:.4g} of {task_min_bytes:.4g}; "
             f"at most {MAX_ORDINARY_LOAD_SHARE:.0%} allowed): the copy engine must carry the data, not run "
             "beside it"
         )
