@@ -167,9 +167,10 @@ class SessionScreen(Screen[None]):
 
     @property
     def _shown(self) -> bool:
-        """Still the screen a person sees: current, and not in the app's exit (which takes the widgets
-        down while the screen stays current), so a missing widget there is a bug, not a late arrival."""
-        return self.is_current and self.is_attached
+        """Still the screen a person sees: current, and the app neither exiting nor shutting down (both
+        take the widgets down while the screen stays current), so a missing widget there is a bug, not a
+        late arrival."""
+        return self.is_current and self.is_attached and self.app.is_running
 
     def _run_listing_job(self, job: Callable[[], Awaitable[None]]) -> None:
         self.run_worker(self._listing_job(job), name="listing", group="listing")
