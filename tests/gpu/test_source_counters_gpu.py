@@ -67,7 +67,8 @@ def test_the_reference_gemm_has_counts_for_its_own_kernel_and_its_hgmma_lines_ra
     # The same section's warp-state samples: the GEMM's warps are found somewhere, with reasons, and
     # the feedback names the hottest instructions by kernel.cu line (the build's line table).
     sampled = [row for rows in dynamic.source_counts.values() for row in rows if row.samples]
-    print("hottest:", sorted((row.samples, row.opcode, row.line, row.stalls) for row in sampled)[-5:])
+    hottest = sorted(sampled, key=lambda row: row.samples)[-5:]
+    print("hottest:", [(row.samples, row.opcode, row.line, row.stalls) for row in hottest])
     assert sampled and all(sum(row.stalls.values()) <= row.samples for row in sampled)
     assert any(row.stalls for row in sampled) and any(row.line for row in sampled)
     assert "where the warps were (ncu's" in where_warps_waited(dynamic)
