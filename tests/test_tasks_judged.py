@@ -54,7 +54,7 @@ def test_the_spec_of_an_fp8_attention_task_carries_its_matched_ratio_rate_and_fa
     assert spec["matched_ratio"] == 0.995
     assert spec["compute_dtype"] == "float8_e4m3" and spec["required_family"] == "QGMMA"
     # e4m3 O at its own tolerance (the honest schemes' spread), fp32 LSE at the task's.
-    assert spec["output_tolerances"] == {"O": {"atol": 0.1, "rtol": 0.1}}
+    assert spec["output_tolerances"] == {"O": {"atol": 0.1, "rtol": 0.125}}
     assert (spec["atol"], spec["rtol"]) == (0.01, 0.01)
     # A bf16 task keeps every element to its tolerances and the bf16 rate.
     spec = hopper_spec("mha_with_lse_d128")

@@ -22,7 +22,7 @@
 //    CTAs are launched heaviest first.
 //
 // Numerics. This kernel was written against the tasks' first rule: e4m3 O within atol = rtol = 1e-2 of
-// the fp32 reference on 99.5 % of the elements (they now judge O at 0.1, LSE at 1e-2; see
+// the fp32 reference on 99.5 % of the elements (they now judge O at atol 0.1, rtol 0.125, LSE at 1e-2; see
 // references/README.md), so its precision is more than the tasks ask. With their inputs (N(0,1) plus rare N(0,100) spikes) most rows are dominated by a few
 // keys and ~89 % of |O| exceed 0.125, where one e4m3 step (>= 0.0156) is already outside, so O must be
 // right to ~1e-4 relative before its last rounding. An ad-hoc CPU model of this kernel (not in the
