@@ -82,5 +82,5 @@ def test_an_output_with_its_own_tolerance_keeps_it_and_the_others_take_the_tasks
     catalogue = Catalogue.load()
     task = catalogue.get("fp8_mha_with_lse_d128")
     spec = gpu_spec(task, task.smallest_workload(), get_target("hopper"), catalogue)
-    assert output_tolerance(spec, "O") == (0.1, 0.1)
+    assert output_tolerance(spec, "O") == (0.1, 0.125)
     assert output_tolerance(spec, "LSE") == (spec["atol"], spec["rtol"]) == (0.01, 0.01)
