@@ -32,6 +32,7 @@ from workbench.evaluate.service_client import ServiceClient, running_labels
 from workbench.evaluate.service_paths import ServiceFolderError, code_identity, service_folder, socket_path
 from workbench.evaluate.service_protocol import decode_reply
 from workbench.evaluate.worker_client import WorkerClient, WorkerError
+from workbench.evaluate.worker_service import file_identity, remove_if_own
 
 FAST = {"pace": {"warmup_s": 0.0, "timed_s": 0.0}, "warmup": 2, "iterations": 6}
 # Correctness only: a CPU candidate's timing verdict reads the host clock against the baseline's, which on
@@ -148,8 +149,17 @@ def test_a_command_that_leaves_while_it_waits_gets_nothing_judged(fresh_services
         try:
             await holder.start()
             await holder.request({"op": "begin", "library": library, "spec": cpu_spec(), **FAST}, 120)
-            _reader, writer = await asyncio.open_unix_connection(str(socket_path(service_folder(), holder.label)))
-            request = {"op": "evaluate", "id": 1, "library": library, "spec": cpu_spec(), "stages": list(STAGES), **FAST}
+            _reader, writer = await asyncio.open_unix_connection(
+                str(socket_path(service_folder(), holder.label))
+            )
+            request = {
+                "op": "evaluate",
+                "id": 1,
+                "library": library,
+                "spec": cpu_spec(),
+                "stages": list(STAGES),
+                **FAST,
+            }
             writer.write((json.dumps({"forward": request, "timeout_s": 120}) + "\n").encode())
             await writer.drain()
             await watcher.start()
@@ -191,7 +201,11 @@ def test_a_worker_that_died_is_started_again_by_the_next_request(fresh_services,
         try:
             await evaluate(client, library)
             service_pid = (await client.status())["pid"]
-            workers = [pid for pid in children_of(service_pid) if b"gpu.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            workers = [
+                pid
+                for pid in children_of(service_pid)
+                if b"gpu.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            ]
             assert len(workers) == 1
             os.kill(workers[0], signal.SIGKILL)
             await asyncio.sleep(0.2)
@@ -218,7 +232,11 @@ def test_a_malformed_command_is_answered_naming_its_field(fresh_services) -> Non
         path = socket_path(service_folder(), client.label)
         reader, writer = await asyncio.open_unix_connection(str(path))
         answers = []
-        for line in (b'{"forward": {"op": "hello"}}\n', b'{"forward": {"op": "launch"}, "timeout_s": 5}\n', b"not json\n"):
+        for line in (
+            b'{"forward": {"op": "hello"}}\n',
+            b'{"forward": {"op": "launch"}, "timeout_s": 5}\n',
+            b"not json\n",
+        ):
             writer.write(line)
             await writer.drain()
             answers.append(decode_reply(await reader.readline()))
@@ -251,7 +269,10 @@ def test_a_command_run_from_other_code_replaces_the_service(fresh_services, monk
     monkeypatch.setattr(service_client, "code_identity", lambda: "another build of the workbench")
     second = started_service()
     assert second != first
-    assert not Path(f"/proc/{first}").exists() or b"Z" in Path(f"/proc/{first}/stat").read_bytes().split(b") ")[1][:1]
+    assert (
+        not Path(f"/proc/{first}").exists()
+        or b"Z" in Path(f"/proc/{first}/stat").read_bytes().split(b") ")[1][:1]
+    )
 
 
 def test_the_code_identity_changes_with_an_edit_or_another_file(tmp_path) -> None:
@@ -297,7 +318,7 @@ def test_another_user_can_neither_reach_the_socket_nor_be_served_through_it(fres
         "try:\n s.connect(sys.argv[1])\nexcept OSError as e:\n print('refused', e.errno); sys.exit()\n"
         "s.settimeout(30)\n"
         "try:\n"
-        " s.sendall(b'{\"forward\": {\"op\": \"hello\", \"id\": 1}, \"timeout_s\": 30}\\n')\n"
+        ' s.sendall(b\'{"forward": {"op": "hello", "id": 1}, "timeout_s": 30}\\n\')\n'
         " print('answered' if s.recv(65536) else 'closed')\n"
         "except (ConnectionResetError, BrokenPipeError):\n print('closed')\n"
     )
@@ -430,3 +451,24 @@ def test_a_dead_services_socket_is_cleared_only_by_a_command_that_starts_one(fre
     assert asyncio.run(running_statuses()) == [] and path.exists()
     pid = started_service()
     assert Path(f"/proc/{pid}").exists() and path.exists()
+
+
+def test_a_stopping_service_removes_its_own_socket_and_never_its_successors(tmp_path: Path) -> None:
+    # A service slowed past the stopping command's wait ends after its successor bound the same path
+    # (asyncio replaces a socket file left there): its cleanup must leave the successor's socket.
+    path = tmp_path / "worker-0.sock"
+    first = socket.socket(socket.AF_UNIX)
+    first.bind(str(path))
+    own = file_identity(path)
+    path.unlink()
+    second = socket.socket(socket.AF_UNIX)
+    second.bind(str(path))
+    try:
+        remove_if_own(path, own)
+        assert path.exists() and file_identity(path) != own
+        remove_if_own(path, file_identity(path))
+        assert not path.exists()
+        remove_if_own(path, None)  # nothing there, nothing known: nothing to do
+    finally:
+        first.close()
+        second.close()

@@ -248,6 +248,24 @@ class Service:
                 self.stopping.set()
 
 
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """The file at `path` as the kernel knows it (device, inode), or None when there is none."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def remove_if_own(path: Path, own: tuple[int, int] | None) -> None:
+    """Remove the service's socket file, unless another file took its name since: a stopping service
+    slowed past the stopping command's wait must not take away the socket its successor just bound
+    there (asyncio replaces a socket file left at the path)."""
+    if own is not None and file_identity(path) == own:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
 async def run_service(socket_file: Path, label: str, idle_limit_s: float) -> None:
     # The worker inherits the service's environment: the starting command's, less its secrets.
     service = Service(label, idle_limit_s, WorkerClient(worker_argv()))
@@ -259,14 +277,14 @@ async def run_service(socket_file: Path, label: str, idle_limit_s: float) -> Non
         server = await asyncio.start_unix_server(service.serve, path=str(socket_file), limit=LINE_LIMIT)
     finally:
         os.umask(previous)
+    own = file_identity(socket_file)
     watch = asyncio.create_task(service.idle_watch())
     warm = asyncio.create_task(service.hello())  # the worker starts now, not at the first command
     try:
         await service.stopping.wait()
     finally:
         server.close()
-        with contextlib.suppress(FileNotFoundError):
-            socket_file.unlink()
+        remove_if_own(socket_file, own)
         watch.cancel()
         warm.cancel()
         await service.worker.close()
