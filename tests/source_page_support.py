@@ -7,13 +7,19 @@ real cuobjdump listing, so offsets and opcodes are the compiler's. The counts ar
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
+import pytest
+from build_support import build_kernel, session_cache
+
+from workbench.evaluate.build.sass import disassemble
 from workbench.evaluate.gpu.source_counters import parse_source_page, stored
-from workbench.evaluate.result import InstructionCounts
+from workbench.evaluate.result import BuildStage, InstructionCounts
 
 # The probe's header, as far as the log kept it, and two of the columns after it.
 COLUMNS = [
@@ -38,6 +44,15 @@ _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 
 Instruction = tuple[int, str]  # offset, SASS text as ncu prints it (no address, no encoding)
 Counts = Callable[[int, str], tuple[int, int, int]]  # (index, sass) -> executed, threads, predicated-on
+
+
+def built_wgmma_gemm(factory: pytest.TempPathFactory) -> tuple[BuildStage, str]:
+    """The test GEMM built for Hopper in the run's build cache, and its cuobjdump listing."""
+    stage = build_kernel("wgmma_gemm.cu", "hopper", session_cache(factory))
+    assert stage.cubin_path is not None, stage.message
+    listing = asyncio.run(disassemble(Path(stage.cubin_path))).text
+    assert listing is not None
+    return stage, listing
 
 
 def listing_kernels(listing: str) -> dict[str, list[Instruction]]:
@@ -92,9 +107,13 @@ def block(
     return out.getvalue()
 
 
-def stored_counts(listing: str) -> dict[str, list[InstructionCounts]]:
-    """Every kernel of a listing with invented counts, as the worker keeps them (its page printed mangled)."""
-    page = "".join(block(kernel, rows) for kernel, rows in listing_kernels(listing).items())
+def stored_counts(
+    listing: str, extra: Callable[[int, str], dict[str, str]] = lambda index, sass: {}, launches: int = 1
+) -> dict[str, list[InstructionCounts]]:
+    """Every kernel of a listing with invented counts (and `extra`'s cells), launched `launches` times in
+    the profiled call, as the worker keeps them (its page printed mangled)."""
+    kernels = listing_kernels(listing).items()
+    page = "".join(block(kernel, rows, extra=extra) for kernel, rows in kernels) * launches
     return {
         kernel: [InstructionCounts.model_validate(row) for row in stored(rows)]
         for kernel, rows in parse_source_page(page).items()

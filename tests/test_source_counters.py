@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from build_support import build_kernel, needs_nvcc, session_cache
-from source_page_support import COLUMNS, block, invented_counts, listing_kernels
+from build_support import needs_nvcc
+from source_page_support import COLUMNS, block, built_wgmma_gemm, invented_counts, listing_kernels
 
-from workbench.evaluate.build.sass import disassemble
 from workbench.evaluate.gpu.profile import import_commands, ncu_command
 from workbench.evaluate.gpu.source_counters import (
     SourcePageError,
@@ -189,10 +187,7 @@ needs_cuobjdump = pytest.mark.skipif(find_tool("cuobjdump") is None, reason="cuo
 def test_a_whole_wgmma_gemm_built_here_is_matched_instruction_by_instruction(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    stage = build_kernel("wgmma_gemm.cu", "hopper", session_cache(tmp_path_factory))
-    assert stage.cubin_path is not None, stage.message
-    listing = asyncio.run(disassemble(Path(stage.cubin_path))).text
-    assert listing is not None
+    _, listing = built_wgmma_gemm(tmp_path_factory)
     kernels = listing_kernels(listing)
     page = "".join(block(kernel, rows) for kernel, rows in kernels.items())
     parsed = parse_source_page(page)

@@ -9,20 +9,18 @@ from real cuobjdump listings; the line table is a real build's."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
-from build_support import KERNELS, build_kernel, needs_nvcc, session_cache
-from source_page_support import block, listing_kernels
+from build_support import KERNELS, needs_nvcc
+from source_page_support import built_wgmma_gemm, stored_counts
 
-from workbench.evaluate.build.sass import FAMILIES, disassemble
+from workbench.evaluate.build.sass import FAMILIES
 from workbench.evaluate.gpu.profile import THROUGHPUT_METRICS, dynamic_stage, ncu_command, parse_raw_csv
-from workbench.evaluate.gpu.source_counters import parse_source_page, stored
 from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.pipeline import place_source_lines
 from workbench.evaluate.render import dynamic_lines, feedback_text, where_warps_waited
-from workbench.evaluate.result import DynamicStage, EvalResult, InstructionCounts, Status
+from workbench.evaluate.result import DynamicStage, EvalResult, Status
 from workbench.tui.document import CodeDocument
 
 DATA = Path(__file__).parent / "data"
@@ -48,11 +46,8 @@ def samples(index: int, sass: str) -> dict[str, str]:
 
 
 def probe_stage() -> DynamicStage:
-    rows = listing_kernels(PROBE)[PROBE_KERNEL]
-    page = block(PROBE_KERNEL, rows, extra=samples) + block(PROBE_KERNEL, rows, extra=samples)
-    parsed = parse_source_page(page)[PROBE_KERNEL]
-    counts = [InstructionCounts.model_validate(row) for row in stored(parsed)]
-    return DynamicStage(status=Status.passed, kernels=[PROBE_KERNEL], source_counts={PROBE_KERNEL: counts})
+    counts = stored_counts(PROBE, extra=samples, launches=2)
+    return DynamicStage(status=Status.passed, kernels=[PROBE_KERNEL], source_counts=counts)
 
 
 def test_samples_and_their_stall_reasons_are_read_by_column_and_summed_over_launches() -> None:
@@ -96,15 +91,8 @@ def test_the_sass_view_says_a_lines_share_of_the_samples_and_why() -> None:
 def test_each_profiled_instruction_gets_its_kernel_cu_line_from_the_cubin(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    build = build_kernel("wgmma_gemm.cu", "hopper", session_cache(tmp_path_factory))
-    assert build.cubin_path is not None, build.message
-    listing = asyncio.run(disassemble(Path(build.cubin_path))).text
-    assert listing is not None
-    page = "".join(block(kernel, rows, extra=samples) for kernel, rows in listing_kernels(listing).items())
-    counts = {
-        kernel: [InstructionCounts.model_validate(row) for row in stored(rows)]
-        for kernel, rows in parse_source_page(page).items()
-    }
+    build, listing = built_wgmma_gemm(tmp_path_factory)
+    counts = stored_counts(listing, extra=samples)
     result = EvalResult(task="gemm_n7168_k5120", target="hopper", executor="local", source_sha256="0" * 64)
     result.stages.build = build
     result.stages.dynamic = DynamicStage(status=Status.passed, source_counts=counts)
