@@ -231,50 +231,61 @@ def _flashinfer(kind: str) -> Callable[[dict, dict[str, torch.Tensor], str], Bas
     return make
 
 
-def _fla_gated_delta_rule(spec: dict, inputs: dict[str, torch.Tensor], device: str) -> Baseline:
-    """flash-linear-attention's fused recurrent gated delta rule (Triton), on the task's own tensors: the
-    gates computed from A_log, a, dt_bias, b outside the timed call, the starting states gathered there
-    too; FLA writes the final state to a new tensor, so the inputs stay as they were."""
-    try:
-        from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
-    except ImportError as exc:
-        raise BaselineUnavailable(f"flash-linear-attention is not installed here ({exc.name})") from None
-    import torch.nn.functional as F
+# The flash-linear-attention release whose fused call was checked against the GDN tasks' references on the
+# H200 (tests/gpu/test_fla_baseline_gpu.py); another release is not trusted to mean the same flags.
+FLA_VERSION = "0.6.0"
 
+
+def _fla_gated_delta_rule(spec: dict, inputs: dict[str, torch.Tensor], device: str) -> Baseline:
+    """flash-linear-attention's fused recurrent gated delta rule (Triton), called as a serving stack calls
+    it: raw gate inputs with A_log and dt_bias, beta's sigmoid and q, k's L2 norm in the kernel, grouped
+    value heads, k-last states. Only gathering the pool's states (FLA takes no index) is done outside the
+    timed call; FLA writes the final state to a new tensor, so the inputs stay as they were."""
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version("fla-core")
+        from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+    except (ImportError, importlib.metadata.PackageNotFoundError) as exc:
+        raise BaselineUnavailable(f"flash-linear-attention is not installed here ({exc})") from None
+    if version != FLA_VERSION:
+        raise BaselineUnavailable(
+            f"flash-linear-attention {version} is installed; {FLA_VERSION} is the one checked"
+        )
     given = scalar_inputs(spec)["scale"]
     if not isinstance(given, int | float):
         raise BaselineUnavailable(f"the task's scale is {given!r}, not a number")
     scale = float(given)
     state_name = "state" if "state" in inputs else "initial_state"
-    prepared: dict[str, torch.Tensor] = {}
+    gathered: dict[str, torch.Tensor] = {}
 
     def prepare() -> None:
-        gate = -torch.exp(inputs["A_log"].float()) * F.softplus(
-            inputs["a"].float() + inputs["dt_bias"].float()
-        )
-        prepared.update(g=gate, beta=torch.sigmoid(inputs["b"].float()))
         state = inputs[state_name]
         if "initial_state_indices" in inputs:
             state = state[inputs["initial_state_indices"].long()]
-        prepared["h0"] = state.transpose(-1, -2).contiguous()  # FLA keeps states [.., K, V]
-        group = inputs["v"].shape[2] // inputs["q"].shape[2]
-        prepared["q"] = inputs["q"].repeat_interleave(group, dim=2)
-        prepared["k"] = inputs["k"].repeat_interleave(group, dim=2)
+        gathered["h0"] = state
 
     def call() -> object:
         return fused_recurrent_gated_delta_rule(
-            q=prepared["q"],
-            k=prepared["k"],
+            q=inputs["q"],
+            k=inputs["k"],
             v=inputs["v"],
-            g=prepared["g"],
-            beta=prepared["beta"],
+            g=inputs["a"],
+            beta=inputs["b"],
             scale=scale,
-            initial_state=prepared["h0"],
+            initial_state=gathered["h0"],
             output_final_state=True,
             use_qk_l2norm_in_kernel=True,
+            use_gate_in_kernel=True,
+            A_log=inputs["A_log"],
+            dt_bias=inputs["dt_bias"],
+            use_beta_sigmoid_in_kernel=True,
+            state_v_first=True,
         )
 
-    baseline = _returning("flash-linear-attention fused_recurrent_gated_delta_rule", inputs, call)
+    baseline = _returning(
+        f"flash-linear-attention {FLA_VERSION} fused_recurrent_gated_delta_rule", inputs, call
+    )
     baseline.prepare = prepare
     return baseline
 
