@@ -472,3 +472,23 @@ def test_a_stopping_service_removes_its_own_socket_and_never_its_successors(tmp_
     finally:
         first.close()
         second.close()
+
+
+def test_a_starting_services_socket_refused_before_its_listen_is_waited_for_not_removed(
+    tmp_path: Path,
+) -> None:
+    # Between a starting service's bind and its listen, a connection is refused as on a dead one's socket;
+    # the command waiting for it must keep the file (else the service listens where no one looks).
+    path = tmp_path / "worker-0.sock"
+    path.parent.chmod(0o700)
+    starting = socket.socket(socket.AF_UNIX)
+    starting.bind(str(path))
+    path.chmod(0o600)
+    client = ServiceClient()
+    try:
+        assert not asyncio.run(client._try_connect(path, clear_stale=False))
+        assert path.exists()
+        starting.listen()
+        assert asyncio.run(client._try_connect(path, clear_stale=False))
+    finally:
+        starting.close()

@@ -117,7 +117,9 @@ class ServiceClient(WorkerConnection):
                 await _gone(path)
             self._spawn(folder, path)
             deadline = time.monotonic() + START_WAIT_S
-            while not await self._try_connect(path):
+            # The new service's socket is refused for a moment between its bind and its listen: taking
+            # that for a dead one's and removing it would leave the service listening where none looks.
+            while not await self._try_connect(path, clear_stale=False):
                 if time.monotonic() > deadline:
                     raise WorkerError(
                         f"the worker service did not start within {START_WAIT_S:g} s{self._see_log()}"
