@@ -12,7 +12,7 @@ import torch
 
 from workbench.evaluate.gpu.baselines import FLA_VERSION, make_baselines
 from workbench.evaluate.gpu.correctness import compare_output, output_tolerance
-from workbench.evaluate.gpu.inputs import compile_reference, fill_inputs, run_reference
+from workbench.evaluate.gpu.inputs import compile_reference, fill_inputs, run_reference, scalar_inputs
 from workbench.evaluate.gpu_spec import gpu_spec
 from workbench.tasks import Catalogue, get_target
 
@@ -37,7 +37,8 @@ def test_the_fla_baseline_answers_each_gdn_workload_by_the_tasks_rule(task_name:
         baseline.prepare()
         got = baseline.call()
         assert isinstance(got, tuple)
-        values = [baseline.inputs[name] for name in task.definition.inputs]
+        given = {**baseline.inputs, **scalar_inputs(spec)}
+        values = [given[name] for name in task.definition.inputs]
         want = run_reference(reference, spec["definition"], spec["axes"], values)
         for name, actual, expected in zip(task.definition.outputs, got, want, strict=True):
             atol, rtol = output_tolerance(spec, name)

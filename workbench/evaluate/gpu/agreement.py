@@ -6,7 +6,12 @@ profiler, or it keys on something that differs) must not keep the proof of the p
 - every timed call must launch exactly the kernels the profiled call launched, with the same grid,
   block, registers and shared memory (ncu's LaunchStats against CUPTI's records);
 - the profiled call's GPU time must be close to the timed calls' (same kernels, same workload, caches
-  flushed in both): a profiled path much faster or slower than the timed one is another path.
+  flushed in both): a profiled path much faster or slower than the timed one is another path;
+- every timed call's own hardware counters (the tensor pipe's active cycles, the FMA pipe's
+  instructions), read by CUPTI's PM sampling with no replay and no serialisation, so no timed call can
+  be told from another, must match what ncu counted for the profiled call: a timed path on mma.sync
+  spends 1.5x the tensor-pipe cycles of wgmma for the same FLOPs, and one that moves work to FFMA
+  shows it on the FMA pipe, however close their times.
 
 Standard library only.
 """
@@ -28,6 +33,68 @@ from workbench.evaluate.gpu.trace_checks import Kernel
 DURATION_FACTOR = 1.08
 DURATION_SLACK_MS = 0.005
 DURATION_NOTE = "profiled and timed kernel time within 8 % and 5 us of each other"
+
+
+# The counters of each timed call against the profiled call's: (the PM-sampled name, ncu's name).
+# Measured on the H200 (benchmarks/results/2026-12-05_tensor_signature_probe_b594700_h200.log): over
+# six calls each of cuBLAS's wgmma GEMM, Triton's wgmma and mma.sync GEMMs and an FFMA GEMM, the sampled
+# values spread 0.000-0.003 % (1.2 % on cuBLAS's 45,272 FMA instructions) and equal ncu's to 4 digits;
+# at 4096^3 the wgmma kernels took 134,217,728 tensor-pipe cycles and the mma.sync one 201,326,592.
+COUNTERS = {
+    "tensor_cycles": (
+        "TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime.sum",
+        "sm__pipe_tensor_cycles_active.sum",
+    ),
+    "fma_instructions": (
+        "TPC.TriageCompute.sm__inst_executed_pipe_fma_realtime.sum",
+        "sm__inst_executed_pipe_fma.sum",
+    ),
+}
+# A timed call may differ from the profiled one by this share of the larger, plus a slack in the task's
+# FLOPs: tensor-pipe cycles by 2 % and 0.1 % of the FLOPs at wgmma's 1024 per cycle (a path on
+# mma.sync is +50 %); FMA-pipe instructions by 5 % and 2 % of the FLOPs as 64-FLOP warp FFMAs (an
+# attention kernel's softmax rescaling may be skipped on some values), plus a few thousand for the
+# marker kernel beside each sampled call.
+TENSOR_CYCLE_TOLERANCE = 0.02
+TENSOR_CYCLE_SLACK = 0.001 / 1024
+FMA_TOLERANCE = 0.05
+FMA_SLACK = 0.02 / 64
+COUNTER_FLOOR = 10_000.0
+COUNTER_NOTE = "tensor-pipe cycles within 2 %, FMA-pipe instructions within 5 %, of the profiled call's"
+
+
+def counter_bound(name: str, profiled: float, timed: float, flops: float) -> float:
+    """How far a timed call's counter `name` may be from the profiled call's."""
+    share, slack = (
+        (TENSOR_CYCLE_TOLERANCE, TENSOR_CYCLE_SLACK)
+        if name == "tensor_cycles"
+        else (FMA_TOLERANCE, FMA_SLACK)
+    )
+    return share * max(profiled, timed) + slack * flops + COUNTER_FLOOR
+
+
+def counters_agree(
+    profiled: dict[str, float], timed_calls: list[dict[str, float]], flops: float
+) -> tuple[str, dict] | None:
+    """(message, figures) for the first timed call whose sampled counters differ from the profiled
+    call's beyond `counter_bound`; None when every call agrees (or a counter is missing on one side)."""
+    for name in COUNTERS:
+        if name not in profiled:
+            continue
+        for number, call in enumerate(timed_calls):
+            if name not in call:
+                continue
+            want, got = profiled[name], call[name]
+            if abs(got - want) > counter_bound(name, want, got, flops):
+                label = name.replace("_", " ")
+                return (
+                    (
+                        f"timed call {number + 1} counted {got:,.0f} {label}, the profiled call {want:,.0f} "
+                        f"(allowed: {COUNTER_NOTE}): the timed calls ran another path than the one proven"
+                    ),
+                    {"counter": name, "profiled": want, "timed": got, "timed_call": number + 1},
+                )
+    return None
 
 
 def durations_agree(profiled_ms: float, timed_ms: float) -> bool:

@@ -227,6 +227,13 @@ class ReleaseCommand(TypedDict):
     cmd: Literal["release"]
 
 
+class CountersCommand(TypedDict):
+    """PM sampling of the timed calls (call_counters.py): open for a timing stage, start before and stop
+    after each candidate call, close before the dynamic tier."""
+
+    cmd: Literal["counters_open", "counters_start", "counters_stop", "counters_close"]
+
+
 class JudgeReady(TypedDict):
     type: Literal["ready"]
     device: str
@@ -255,6 +262,16 @@ class Released(TypedDict):
     ok: bool
 
 
+class CountersOpened(TypedDict):
+    ok: bool
+    why: str  # why the timed calls are not counted here ("" when they are)
+
+
+class CallCounts(TypedDict):
+    counts: dict[str, float]  # one candidate call's counters; empty where its samples were lost
+    why: str
+
+
 class Unreadable(TypedDict):
     """The candidate's buffers could not be read: their memory was unmapped or changed under the judge."""
 
@@ -268,9 +285,21 @@ JudgeCommand = (
     | CheckCommand
     | CheckTimedCommand
     | ReleaseCommand
+    | CountersCommand
     | ExitCommand
 )
-JudgeReply = JudgeReady | SetUp | BaselineTimed | Snapshot | Checked | Released | Unreadable | Refused
+JudgeReply = (
+    JudgeReady
+    | SetUp
+    | BaselineTimed
+    | Snapshot
+    | Checked
+    | Released
+    | CountersOpened
+    | CallCounts
+    | Unreadable
+    | Refused
+)
 JUDGE_COMMANDS: dict[str, type] = {
     "setup": SetupCommand,
     "baseline_ms": BaselineCommand,
@@ -278,6 +307,10 @@ JUDGE_COMMANDS: dict[str, type] = {
     "check": CheckCommand,
     "check_timed": CheckTimedCommand,
     "release": ReleaseCommand,
+    "counters_open": CountersCommand,
+    "counters_start": CountersCommand,
+    "counters_stop": CountersCommand,
+    "counters_close": CountersCommand,
     "exit": ExitCommand,
 }
 JUDGE_REPLIES: dict[str, type] = {
@@ -288,6 +321,10 @@ JUDGE_REPLIES: dict[str, type] = {
     "check": Checked,
     "check_timed": Checked,
     "release": Released,
+    "counters_open": CountersOpened,
+    "counters_start": Released,
+    "counters_stop": CallCounts,
+    "counters_close": Released,
 }
 
 

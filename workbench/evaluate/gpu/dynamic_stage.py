@@ -5,11 +5,12 @@ Standard library only, like the worker.
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any
 
 from workbench.evaluate.gpu import profile
-from workbench.evaluate.gpu.agreement import agreement, profiled_over_timed
+from workbench.evaluate.gpu.agreement import COUNTERS, agreement, counters_agree, profiled_over_timed
 from workbench.evaluate.gpu.isolation import describe_exit, first_useful_line
 from workbench.evaluate.gpu.protocol import StageRecord, Status
 from workbench.evaluate.gpu.session import Session
@@ -97,5 +98,40 @@ def _check_against_timed(session: Session, stage: StageRecord, launches: list) -
         disagreement = agreement(launches, session.timed_calls, session.own)
         if disagreement is not None:
             stage["status"], stage["message"] = Status.profile_mismatch, disagreement[0]
+            return
+        _check_counters(session, stage, launches)
     elif stage["status"] == Status.passed:
         stage["message"] += " (no timed calls to check the profiled kernels against)"
+
+
+def _check_counters(session: Session, stage: StageRecord, launches: list) -> None:
+    """Every timed call's sampled counters against the profiled call's own kernels' (a timed path that
+    is not the proven one, however close in time); where either side has none, the message says why."""
+    own = session.own
+    proven = [launch for launch in launches if own is None or launch["name"] in own]
+    profiled: dict[str, float] = {}
+    for name in COUNTERS:
+        values = [launch.get("counters", {}).get(name) for launch in proven]
+        if values and all(value is not None for value in values):
+            profiled[name] = float(sum(values))
+    timed = [counts for counts in session.timed_counters if counts]
+    if not profiled or not timed:
+        why = session.counters_why or (
+            "this ncu did not count them" if not profiled else "no timed call was sampled"
+        )
+        stage["message"] += f" [the timed calls' counters were not compared: {why}]"
+        return
+    disagreement = counters_agree(profiled, timed, float(session.spec.get("flops") or 0.0))
+    if disagreement is not None:
+        stage["status"], stage["message"] = Status.profile_mismatch, disagreement[0]
+        return
+    ratios = ", ".join(
+        f"{name.replace('_', ' ')} {statistics.median(c[name] for c in timed if name in c) / profiled[name]:.4f}x"
+        for name in COUNTERS
+        if profiled.get(name) and any(name in c for c in timed)
+    )
+    stage["message"] += (
+        f" [{len(timed)} of {len(session.timed_counters)} timed calls' counters match the profiled call's"
+        + (f": {ratios} (medians)" if ratios else "")
+        + "]"
+    )

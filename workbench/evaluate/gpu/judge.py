@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import torch
 
 from workbench.evaluate.gpu import sandbox
+from workbench.evaluate.gpu.call_counters import CallCounters
 from workbench.evaluate.gpu.child_protocol import decode_judge, encode_judge
 from workbench.evaluate.gpu.correctness import (
     PASSED,
@@ -69,6 +70,7 @@ class Judge:
         # The library answer for timed calls (fast_reference.py): None until a correctness trial has
         # shown it within half the tolerance of the task's reference, False once one has not.
         self.fast_trusted: bool | None = None
+        self.counters: CallCounters | None = None  # PM sampling, only while a timing stage runs
 
     def _input_meta(self) -> dict[str, tuple[list[int], torch.dtype]]:
         definition, axes = self.spec["definition"], self.spec["axes"]
@@ -245,7 +247,31 @@ class Judge:
             self.baseline_cache[key] = _time_primary_baseline(self.spec, self.device)
         return {"ms": self.baseline_cache[key]}
 
+    def counters_open(self, request: dict) -> dict:
+        self.counters_close(request)
+        if self.device == "cpu":
+            return {"ok": False, "why": "no GPU to sample"}
+        self.counters = CallCounters(torch.cuda.current_device())
+        return {"ok": self.counters.collector is not None, "why": self.counters.why}
+
+    def counters_start(self, request: dict) -> dict:
+        if self.counters is not None:
+            self.counters.start()
+        return {"ok": self.counters is not None}
+
+    def counters_stop(self, request: dict) -> dict:
+        if self.counters is None:
+            return {"counts": {}, "why": "no sampling was opened"}
+        return {"counts": self.counters.stop(), "why": self.counters.why}
+
+    def counters_close(self, request: dict) -> dict:
+        if self.counters is not None:
+            self.counters.close()
+            self.counters = None
+        return {"ok": True}
+
     def release(self, request: dict) -> dict:
+        self.counters_close(request)
         self.snapshot_inputs = None
         self.importer.release()
         if self.device != "cpu":
@@ -259,6 +285,10 @@ class Judge:
         "check_timed": check_timed,
         "baseline_ms": baseline_ms,
         "release": release,
+        "counters_open": counters_open,
+        "counters_start": counters_start,
+        "counters_stop": counters_stop,
+        "counters_close": counters_close,
     }
 
     def serve(self) -> int:

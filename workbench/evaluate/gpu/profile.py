@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from workbench.evaluate.gpu.agreement import COUNTERS
 from workbench.evaluate.gpu.occupancy import LIMITS, theoretical_occupancy
 from workbench.evaluate.gpu.protocol import Status
 
@@ -120,6 +121,12 @@ def tensor_metric(target: str, required: str = "") -> str | None:
     if required in NO_TENSOR_SHARE:
         return None
     return FAMILY_TENSOR_METRIC.get((target, required)) or TENSOR_FLOPS_METRIC.get(target)
+
+
+def counter_metrics(listed: frozenset[str]) -> tuple[str, ...]:
+    """ncu's names of the counters every timed call is sampled for (`agreement.COUNTERS`), of those this
+    ncu lists: the profiled call's side of the comparison."""
+    return tuple(metric for _, metric in COUNTERS.values() if metric.removesuffix(".sum") in listed)
 
 
 def ordinary_load_metrics(required: str, listed: frozenset[str]) -> tuple[str, ...]:
@@ -240,6 +247,11 @@ def parse_raw_csv(text: str) -> list[dict]:
         launch["throughput"] = {
             key: value
             for key, metric in THROUGHPUT_METRICS.items()
+            if metric in column and (value := _total(row[column[metric]])) is not None
+        }
+        launch["counters"] = {
+            name: value
+            for name, (_, metric) in COUNTERS.items()
             if metric in column and (value := _total(row[column[metric]])) is not None
         }
         launch["ordinary_load_bytes"] = {

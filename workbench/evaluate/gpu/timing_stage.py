@@ -5,6 +5,7 @@ call timed from outside the runner and every timed call of the candidate judged;
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from typing import Any
@@ -33,6 +34,10 @@ class TimedRounds:
         self.calls = 0
         self.rounds = 0  # warm-up rounds
         self.checks_s = 0.0  # the judge's checks of the timed calls' outputs, in all
+        # Each kept candidate call's hardware counters, sampled by the judge around it (when `counting`).
+        self.counting = False
+        self.counts: list[dict[str, float]] = []
+        self.counts_why = ""
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
 
     def call(self, entrant: str, keep: bool) -> int:
@@ -43,11 +48,18 @@ class TimedRounds:
         session.ask_runner(
             {"cmd": "timing_prepare", "entrant": entrant, "seed": seed}, "timing: preparing a call"
         )
+        counted = keep and self.counting and entrant == "candidate"
+        if counted:
+            session.ask_judge({"cmd": "counters_start"})
         began = time.perf_counter()
         session.ask_runner(
             {"cmd": "timing_call", "entrant": entrant}, f"timed call of {self.names.get(entrant, entrant)}"
         )
         wall_ms = (time.perf_counter() - began) * 1e3
+        if counted:
+            reply = session.ask_judge({"cmd": "counters_stop"})
+            self.counts.append(reply["counts"])
+            self.counts_why = self.counts_why or reply["why"]
         if keep:
             self.walls[entrant].append(wall_ms)
         return seed
@@ -101,9 +113,18 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
         count = timed_iterations(iterations, per_round, session.pace["timed_s"], MAX_ITERATIONS)
         session.ask_runner({"cmd": "timing_start"}, "timing")  # the warm-up's records are not kept
         clock.mark("warm_up")
-        # Every timed call's outputs are judged (against the reference on that call's inputs): a kernel
-        # wrong on any share of its calls fails, not only when a sample happens to hit one.
-        checked, bad = rounds.timed(count)
+        opened = session.ask_judge({"cmd": "counters_open"})
+        rounds.counting, rounds.counts_why = bool(opened["ok"]), opened["why"]
+        clock.mark("counters_open")
+        try:
+            # Every timed call's outputs are judged (against the reference on that call's inputs): a
+            # kernel wrong on any share of its calls fails, not only when a sample happens to hit one.
+            checked, bad = rounds.timed(count)
+        finally:
+            # The monitors are Nsight Compute's again before the dynamic tier.
+            with contextlib.suppress(StageFailed):
+                session.ask_judge({"cmd": "counters_close"})
+        session.timed_counters, session.counters_why = rounds.counts, rounds.counts_why
         clock.mark("timed_rounds")
         ended = session.ask_runner({"cmd": "timing_end"}, "timing: collecting the trace", session.call_s + 60)
         clock.mark("collect")

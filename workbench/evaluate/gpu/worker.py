@@ -42,7 +42,7 @@ from workbench.evaluate.gpu import sandbox
 from workbench.evaluate.gpu.child_protocol import JudgeCommand, encode_judge
 from workbench.evaluate.gpu.isolation import HOLD_ENV, Child
 from workbench.evaluate.gpu.ncu_metrics import listed_metrics
-from workbench.evaluate.gpu.profile import NO_TENSOR_SHARE, ordinary_load_metrics
+from workbench.evaluate.gpu.profile import counter_metrics, ordinary_load_metrics
 from workbench.evaluate.gpu.protocol import (
     GPU_STAGES,
     PROTOCOL,
@@ -142,13 +142,15 @@ class Worker:
         return self._ncu_version
 
     def extra_metrics(self, target: str, required: str) -> tuple[str, ...]:
-        """What ncu collects beyond the tier's own metrics for this task's family (a memory-bound one:
-        what its ordinary loads fetched), of the metrics this ncu lists; asked once per target, offline."""
-        if required not in NO_TENSOR_SHARE or self.ncu is None:
+        """What ncu collects beyond the tier's own metrics, of the metrics this ncu lists (asked once per
+        target, offline): the counters the timed calls are compared on, and for a memory-bound family
+        what its ordinary loads fetched."""
+        if self.ncu is None:
             return ()
         if target not in self._listed_metrics:
             self._listed_metrics[target] = listed_metrics(self.ncu, target)
-        return ordinary_load_metrics(required, self._listed_metrics[target])
+        listed = self._listed_metrics[target]
+        return counter_metrics(listed) + ordinary_load_metrics(required, listed)
 
     def take_runner(self, device: str) -> Child:
         self.release_spares()

@@ -1,0 +1,88 @@
+"""Every timed call's PM-sampled counters against the profiled call's (agreement.counters_agree), with
+the H200's figures for one 4096^3 bf16 GEMM (benchmarks/results/2026-12-05_tensor_signature_probe_
+b594700_h200.log): wgmma 134,217,728 tensor-pipe cycles, mma.sync 201,326,592, an FFMA GEMM 8,192 and
+2,149,748,736 FMA-pipe instructions; and what the worker asks ncu and reads back for it."""
+
+from __future__ import annotations
+
+import io
+import stat
+from pathlib import Path
+
+from workbench.evaluate.gpu.agreement import COUNTERS, counters_agree
+from workbench.evaluate.gpu.profile import counter_metrics, ncu_command, parse_raw_csv
+from workbench.evaluate.gpu.worker import Worker
+
+FLOPS = 2.0 * 4096**3
+WGMMA = {"tensor_cycles": 134_217_728.0, "fma_instructions": 13_074_432.0}  # Triton's wgmma GEMM
+MMA_SYNC = {"tensor_cycles": 201_326_592.0, "fma_instructions": 12_959_744.0}  # Triton's mma.sync GEMM
+TENSOR, FMA = (metric for _, metric in COUNTERS.values())
+DATA = Path(__file__).parent / "data" / "ncu"
+
+
+def test_timed_calls_on_the_proven_path_agree() -> None:
+    assert counters_agree(WGMMA, [dict(WGMMA)] * 50, FLOPS) is None
+    # The marker kernel beside each sampled call and a few percent of data-dependent FMAs are allowed.
+    jitter = {
+        "tensor_cycles": WGMMA["tensor_cycles"] + 900,
+        "fma_instructions": 1.04 * WGMMA["fma_instructions"],
+    }
+    assert counters_agree(WGMMA, [jitter], FLOPS) is None
+
+
+def test_a_timed_path_on_mma_sync_is_caught_however_close_its_time() -> None:
+    message, figures = counters_agree(WGMMA, [dict(WGMMA)] * 10 + [dict(MMA_SYNC)], FLOPS) or ("", {})
+    assert figures == {
+        "counter": "tensor_cycles",
+        "profiled": WGMMA["tensor_cycles"],
+        "timed": MMA_SYNC["tensor_cycles"],
+        "timed_call": 11,
+    }
+    assert "timed call 11 counted 201,326,592 tensor cycles" in message and "another path" in message
+
+
+def test_a_path_that_matches_the_tensor_cycles_by_moving_work_to_ffma_is_caught() -> None:
+    # Two thirds of the FLOPs on mma.sync (1.5x the cycles each) and a third on FFMA: wgmma's cycles.
+    mixed = {"tensor_cycles": WGMMA["tensor_cycles"], "fma_instructions": FLOPS / 3 / 64}
+    message, figures = counters_agree(WGMMA, [mixed], FLOPS) or ("", {})
+    assert figures.get("counter") == "fma_instructions" and "FMA-pipe instructions within 5 %" in message
+
+
+def test_a_path_without_tensor_work_is_caught_and_a_path_that_never_had_any_is_not() -> None:
+    simt = {"tensor_cycles": 8_192.0, "fma_instructions": 2_149_748_736.0}
+    assert counters_agree(WGMMA, [simt], FLOPS) is not None
+    assert counters_agree(simt, [dict(simt)], FLOPS) is None  # a memory-bound task's own FFMA path
+
+
+def test_a_counter_one_side_lacks_is_not_compared() -> None:
+    assert counters_agree({"fma_instructions": 1e6}, [{"fma_instructions": 1e8}], FLOPS) is not None
+    assert counters_agree({}, [dict(MMA_SYNC)], FLOPS) is None
+    assert counters_agree(WGMMA, [{"fma_instructions": WGMMA["fma_instructions"]}], FLOPS) is None
+
+
+def test_the_worker_asks_ncu_for_the_counters_only_where_it_lists_them(tmp_path: Path) -> None:
+    listing = "Device GH100\nsm__pipe_tensor_cycles_active    # of cycles the tensor pipe was active\n"
+    (tmp_path / "listing.txt").write_text(listing)
+    ncu = tmp_path / "ncu"
+    ncu.write_text(f'#!/bin/sh\ncat "{tmp_path}/listing.txt"\n')
+    ncu.chmod(ncu.stat().st_mode | stat.S_IXUSR)
+    worker = Worker(io.StringIO())
+    worker.ncu = str(ncu)
+    assert worker.extra_metrics("hopper", "GMMA") == (TENSOR,)
+    assert counter_metrics(frozenset({"sm__pipe_tensor_cycles_active", "sm__inst_executed_pipe_fma"})) == (
+        TENSOR,
+        FMA,
+    )
+    command = ncu_command("ncu", "log", "hopper", ["app"], required="GMMA", extra_metrics=(TENSOR, FMA))
+    assert {TENSOR, FMA} <= set(command[command.index("--metrics") + 1].split(","))
+
+
+def test_the_profiled_calls_counters_are_read_from_the_raw_page() -> None:
+    header, units, row = (DATA / "wgmma_gemm_m256_raw_details.csv").read_text().splitlines()[:3]
+    page = "\n".join(
+        [f'{header},"{TENSOR}","{FMA}"', f'{units},"cycle","inst"', f'{row},"134,217,728","13,074,432"']
+    )
+    (launch,) = parse_raw_csv(page)
+    assert launch["counters"] == {"tensor_cycles": 134_217_728.0, "fma_instructions": 13_074_432.0}
+    (recorded,) = parse_raw_csv((DATA / "wgmma_gemm_m256_raw_details.csv").read_text())
+    assert recorded["counters"] == {}

@@ -1,0 +1,82 @@
+"""The hardware counters of each timed call of the candidate, read in the judge's process by CUPTI's PM
+sampling (cupti-python): the GPU's performance monitors sampled at a fixed interval, with no replay, no
+serialisation and nothing in the candidate's process, so a kernel cannot tell a counted call from any
+other. Sampling is device-wide: it is started just before a candidate call (its inputs already written,
+L2 already flushed) and stopped after the call has finished and one more interval has passed, so the
+last partial interval is read too; the sums are the call's (and the marker kernel's beside it).
+
+Only while the timing stage runs: Nsight Compute, which profiles the next stage, needs the monitors.
+"""
+
+from __future__ import annotations
+
+import time
+
+from workbench.evaluate.gpu.agreement import COUNTERS
+
+SAMPLING_INTERVAL_NS = 20_000
+# After the call has finished, wait this long before stopping: two intervals, so the sample that holds
+# the call's last counts is taken.
+SETTLE_S = 2 * SAMPLING_INTERVAL_NS / 1e9
+METRIC_SET = "TriageCompute"  # GH100's single-pass set that holds both counters
+
+
+class CallCounters:
+    """One PM-sampling session on one device; `why` says why there is none."""
+
+    def __init__(self, device_index: int) -> None:
+        self.collector: object | None = None
+        self.why = ""
+        try:
+            from cupti import pm_sampling
+
+            collector = pm_sampling.Collector(device_index)
+            collector.enable()
+        except Exception as exc:  # noqa: BLE001 - no sampling here: the check is not made, and says why
+            self.why = f"CUPTI's PM sampling is not available ({type(exc).__name__}: {str(exc)[:160]})"
+            return
+        try:
+            collector.configure(
+                metrics=[sampled for sampled, _ in COUNTERS.values()],
+                sampling_interval=SAMPLING_INTERVAL_NS,
+                single_pass_metric_set_name=METRIC_SET,
+            )
+        except Exception as exc:  # noqa: BLE001 - another chip's names: not made, said
+            collector.disable()
+            self.why = f"this GPU cannot sample the counters ({type(exc).__name__}: {str(exc)[:160]})"
+            return
+        self.collector = collector
+        self.started = 0.0
+
+    def start(self) -> None:
+        if self.collector is not None:
+            self.collector.start()  # type: ignore[attr-defined]
+            self.started = time.perf_counter()
+
+    def stop(self) -> dict[str, float]:
+        """The counters summed over the samples since `start`; empty where sampling failed."""
+        if self.collector is None:
+            return {}
+        time.sleep(SETTLE_S)
+        # Room for every sample the call's time can hold: a sample left out would undercount it.
+        room = int((time.perf_counter() - self.started) * 1e9 / SAMPLING_INTERVAL_NS) + 64
+        try:
+            self.collector.stop()  # type: ignore[attr-defined]
+            samples = self.collector.decode(max_samples=room)  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - a call's samples lost: this call is not compared
+            self.why = f"a call's samples could not be read ({type(exc).__name__}: {str(exc)[:160]})"
+            return {}
+        if samples.num_completed_samples >= room:
+            self.why = "a call's samples outnumbered the room made for them"
+            return {}
+        return {
+            name: float(sum(sample.metric_values[index] for sample in samples))
+            for index, name in enumerate(COUNTERS)
+        }
+
+    def close(self) -> None:
+        if self.collector is not None:
+            try:
+                self.collector.disable()  # type: ignore[attr-defined]
+            finally:
+                self.collector = None
