@@ -2,8 +2,11 @@
 sampling (cupti-python): the GPU's performance monitors sampled at a fixed interval, with no replay, no
 serialisation and nothing in the candidate's process, so a kernel cannot tell a counted call from any
 other. Sampling is device-wide: it is started just before a candidate call (its inputs already written,
-L2 already flushed) and stopped after the call has finished and one more interval has passed, so the
-last partial interval is read too; the sums are the call's (and the marker kernel's beside it).
+L2 already flushed) and stopped after the call has finished and two more intervals have passed, so the
+last partial interval is read too; the sums are the call's (and the marker kernel's beside it). The
+first sample after a start holds everything the GPU counted since the last one was read (on the H200,
+the baseline GEMMs and the judge's reference between two timed calls: 3x the call's tensor cycles), so
+the call starts only after it has been taken, and it is left out.
 
 Only while the timing stage runs: Nsight Compute, which profiles the next stage, needs the monitors.
 """
@@ -15,8 +18,8 @@ import time
 from workbench.evaluate.gpu.agreement import COUNTERS
 
 SAMPLING_INTERVAL_NS = 20_000
-# After the call has finished, wait this long before stopping: two intervals, so the sample that holds
-# the call's last counts is taken.
+# Two intervals: after a start, before the call (the first sample is taken); after the call has finished,
+# before the stop (the sample that holds its last counts is taken).
 SETTLE_S = 2 * SAMPLING_INTERVAL_NS / 1e9
 METRIC_SET = "TriageCompute"  # GH100's single-pass set that holds both counters
 
@@ -51,6 +54,7 @@ class CallCounters:
     def start(self) -> None:
         if self.collector is not None:
             self.collector.start()  # type: ignore[attr-defined]
+            time.sleep(SETTLE_S)  # the first sample, with what came before the start, is taken
             self.started = time.perf_counter()
 
     def stop(self) -> dict[str, float]:
@@ -66,11 +70,12 @@ class CallCounters:
         except Exception as exc:  # noqa: BLE001 - a call's samples lost: this call is not compared
             self.why = f"a call's samples could not be read ({type(exc).__name__}: {str(exc)[:160]})"
             return {}
-        if samples.num_completed_samples >= room:
-            self.why = "a call's samples outnumbered the room made for them"
+        if samples.num_completed_samples >= room or samples.num_completed_samples < 2:
+            self.why = f"a call gave {samples.num_completed_samples} samples ({room} made room for)"
             return {}
+        since_start = list(samples)[1:]
         return {
-            name: float(sum(sample.metric_values[index] for sample in samples))
+            name: float(sum(sample.metric_values[index] for sample in since_start))
             for index, name in enumerate(COUNTERS)
         }
 

@@ -123,7 +123,10 @@ def _check_counters(session: Session, stage: StageRecord, launches: list) -> Non
         return
     disagreement = counters_agree(profiled, timed, float(session.spec.get("flops") or 0.0))
     if disagreement is not None:
-        stage["status"], stage["message"] = Status.profile_mismatch, disagreement[0]
+        if stage["status"] == Status.passed:
+            stage["status"], stage["message"] = Status.profile_mismatch, disagreement[0]
+        else:  # the profiled call already failed on its own: its status says more; this is a footnote
+            stage["message"] += f" [{disagreement[0]}]"
         return
     ratios = ", ".join(
         f"{name.replace('_', ' ')} {statistics.median(c[name] for c in timed if name in c) / profiled[name]:.4f}x"
