@@ -3,10 +3,11 @@ sampling (cupti-python): the GPU's performance monitors sampled at a fixed inter
 serialisation and nothing in the candidate's process, so a kernel cannot tell a counted call from any
 other. Sampling is device-wide: it is started just before a candidate call (its inputs already written,
 L2 already flushed) and stopped after the call has finished and two more intervals have passed, so the
-last partial interval is read too; the sums are the call's (and the marker kernel's beside it). The
-first sample after a start holds everything the GPU counted since the last one was read (on the H200,
-the baseline GEMMs and the judge's reference between two timed calls: 3x the call's tensor cycles), so
-the call starts only after it has been taken, and it is left out.
+last partial interval is read too. Two sums come back. The window's, every sample from start to stop:
+the call lies wholly inside, and anything else can only add, so it never undercounts the call. The
+trimmed one leaves out the first sample, which holds everything the GPU counted since the last read (on
+the H200, the baseline GEMMs and the judge's reference between two timed calls: 3x the call's tensor
+cycles); the call starts a few intervals after the start, once that sample is taken.
 
 Only while the timing stage runs: Nsight Compute, which profiles the next stage, needs the monitors.
 """
@@ -18,8 +19,9 @@ import time
 from workbench.evaluate.gpu.agreement import COUNTERS
 
 SAMPLING_INTERVAL_NS = 20_000
-# Two intervals: after a start, before the call (the first sample is taken); after the call has finished,
-# before the stop (the sample that holds its last counts is taken).
+# After a start, before the call: five intervals (the first sample is taken). After the call has
+# finished, before the stop: two (the sample that holds its last counts is taken).
+LEAD_S = 5 * SAMPLING_INTERVAL_NS / 1e9
 SETTLE_S = 2 * SAMPLING_INTERVAL_NS / 1e9
 METRIC_SET = "TriageCompute"  # GH100's single-pass set that holds both counters
 
@@ -54,13 +56,14 @@ class CallCounters:
     def start(self) -> None:
         if self.collector is not None:
             self.collector.start()  # type: ignore[attr-defined]
-            time.sleep(SETTLE_S)  # the first sample, with what came before the start, is taken
+            time.sleep(LEAD_S)  # the first sample, with what came before the start, is taken
             self.started = time.perf_counter()
 
-    def stop(self) -> dict[str, float]:
-        """The counters summed over the samples since `start`; empty where sampling failed."""
+    def stop(self) -> tuple[dict[str, float], dict[str, float]]:
+        """The counters summed over the window's samples, and over all but its first; both empty where
+        sampling failed."""
         if self.collector is None:
-            return {}
+            return {}, {}
         time.sleep(SETTLE_S)
         # Room for every sample the call's time can hold: a sample left out would undercount it.
         room = int((time.perf_counter() - self.started) * 1e9 / SAMPLING_INTERVAL_NS) + 64
@@ -69,15 +72,12 @@ class CallCounters:
             samples = self.collector.decode(max_samples=room)  # type: ignore[attr-defined]
         except Exception as exc:  # noqa: BLE001 - a call's samples lost: this call is not compared
             self.why = f"a call's samples could not be read ({type(exc).__name__}: {str(exc)[:160]})"
-            return {}
+            return {}, {}
         if samples.num_completed_samples >= room or samples.num_completed_samples < 2:
             self.why = f"a call gave {samples.num_completed_samples} samples ({room} made room for)"
-            return {}
-        since_start = list(samples)[1:]
-        return {
-            name: float(sum(sample.metric_values[index] for sample in since_start))
-            for index, name in enumerate(COUNTERS)
-        }
+            return {}, {}
+        values = [list(sample.metric_values) for sample in samples]
+        return _summed(values), _summed(values[1:])
 
     def close(self) -> None:
         if self.collector is not None:
@@ -85,3 +85,7 @@ class CallCounters:
                 self.collector.disable()  # type: ignore[attr-defined]
             finally:
                 self.collector = None
+
+
+def _summed(samples: list[list[float]]) -> dict[str, float]:
+    return {name: float(sum(sample[index] for sample in samples)) for index, name in enumerate(COUNTERS)}

@@ -268,7 +268,8 @@ class CountersOpened(TypedDict):
 
 
 class CallCounts(TypedDict):
-    counts: dict[str, float]  # one candidate call's counters; empty where its samples were lost
+    counts: dict[str, float]  # one candidate call's window, every sample; empty where samples were lost
+    trimmed: dict[str, float]  # the same less the first sample (what came before the start)
     why: str
 
 

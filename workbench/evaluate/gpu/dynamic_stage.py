@@ -114,7 +114,7 @@ def _check_counters(session: Session, stage: StageRecord, launches: list) -> Non
         values = [launch.get("counters", {}).get(name) for launch in proven]
         if values and all(value is not None for value in values):
             profiled[name] = float(sum(values))
-    timed = [counts for counts in session.timed_counters if counts]
+    timed = [counts for counts in session.timed_counters if counts]  # whole windows: never short
     if not profiled or not timed:
         why = session.counters_why or (
             "this ncu did not count them" if not profiled else "no timed call was sampled"
@@ -131,16 +131,17 @@ def _check_counters(session: Session, stage: StageRecord, launches: list) -> Non
             stage["message"] += f" [{message}]"
         return
     # More than the profiled call counted is not judged yet: the first GPU run counted, in each window,
-    # work the GPU did before it (mended by leaving out the first sample, not yet run on a GPU), and
-    # what else may run beside a timed call on a shared host is not measured.
-    excess = counter_disagreement(profiled, timed, flops, fewer=False)
+    # work the GPU did before it (left out with the first sample here, not yet run on a GPU), and what
+    # else may run beside a timed call on a shared host is not measured.
+    trimmed = [counts for counts in session.timed_counters_trimmed if counts]
+    excess = counter_disagreement(profiled, trimmed, flops, fewer=False)
     if excess is not None:
         stage["message"] += f" [noted, not judged: {excess[0]}]"
         return
     ratios = ", ".join(
-        f"{name.replace('_', ' ')} {statistics.median(c[name] for c in timed if name in c) / profiled[name]:.4f}x"
+        f"{name.replace('_', ' ')} {statistics.median(c[name] for c in trimmed if name in c) / profiled[name]:.4f}x"
         for name in COUNTERS
-        if profiled.get(name) and any(name in c for c in timed)
+        if profiled.get(name) and any(name in c for c in trimmed)
     )
     stage["message"] += (
         f" [{len(timed)} of {len(session.timed_counters)} timed calls' counters match the profiled call's"

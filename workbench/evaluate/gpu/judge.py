@@ -261,8 +261,9 @@ class Judge:
 
     def counters_stop(self, request: dict) -> dict:
         if self.counters is None:
-            return {"counts": {}, "why": "no sampling was opened"}
-        return {"counts": self.counters.stop(), "why": self.counters.why}
+            return {"counts": {}, "trimmed": {}, "why": "no sampling was opened"}
+        window, trimmed = self.counters.stop()
+        return {"counts": window, "trimmed": trimmed, "why": self.counters.why}
 
     def counters_close(self, request: dict) -> dict:
         if self.counters is not None:

@@ -122,8 +122,10 @@ class Session:
         self.profiler: ProfiledProcess | None = None
         self.sanitizer: SanitizedProcess | None = None
         self.timed_calls: list[list] | None = None
-        # Each timed call's PM-sampled counters (call_counters.py), and why there are none where so.
+        # Each timed call's PM-sampled counters (call_counters.py): its window's, the same less the first
+        # sample, and why there are none where so.
         self.timed_counters: list[dict[str, float]] = []
+        self.timed_counters_trimmed: list[dict[str, float]] = []
         self.counters_why = ""
         self.last_order: list[str] = []  # kernels of the last completed correctness call, by start
         self.autotuned: dict | None = None  # a Triton candidate's autotuners' choices, for the tools

@@ -36,7 +36,8 @@ class TimedRounds:
         self.checks_s = 0.0  # the judge's checks of the timed calls' outputs, in all
         # Each kept candidate call's hardware counters, sampled by the judge around it (when `counting`).
         self.counting = False
-        self.counts: list[dict[str, float]] = []
+        self.counts: list[dict[str, float]] = []  # each call's window
+        self.trimmed: list[dict[str, float]] = []  # each call's, less what came before its start
         self.counts_why = ""
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
 
@@ -59,6 +60,7 @@ class TimedRounds:
         if counted:
             reply = session.ask_judge({"cmd": "counters_stop"})
             self.counts.append(reply["counts"])
+            self.trimmed.append(reply["trimmed"])
             self.counts_why = self.counts_why or reply["why"]
         if keep:
             self.walls[entrant].append(wall_ms)
@@ -124,7 +126,8 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
             # The monitors are Nsight Compute's again before the dynamic tier.
             with contextlib.suppress(StageFailed):
                 session.ask_judge({"cmd": "counters_close"})
-        session.timed_counters, session.counters_why = rounds.counts, rounds.counts_why
+        session.timed_counters, session.timed_counters_trimmed = rounds.counts, rounds.trimmed
+        session.counters_why = rounds.counts_why
         clock.mark("timed_rounds")
         ended = session.ask_runner({"cmd": "timing_end"}, "timing: collecting the trace", session.call_s + 60)
         clock.mark("collect")
