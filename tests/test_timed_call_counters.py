@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 from workbench.evaluate.gpu.agreement import COUNTER_NOTE, COUNTERS, counter_disagreement
+from workbench.evaluate.gpu.call_counters import CallCounters
 from workbench.evaluate.gpu.profile import counter_metrics, ncu_command, parse_raw_csv
 from workbench.evaluate.gpu.worker import Worker
 
@@ -98,3 +99,12 @@ def test_the_profiled_calls_counters_are_read_from_the_raw_page() -> None:
     assert launch["counters"] == {"tensor_cycles": 134_217_728.0, "fma_instructions": 13_074_432.0}
     (recorded,) = parse_raw_csv((DATA / "wgmma_gemm_m256_raw_details.csv").read_text())
     assert recorded["counters"] == {}
+
+
+def test_without_pm_sampling_the_calls_are_not_counted_and_the_reason_is_kept() -> None:
+    # This machine has no GPU (nor cupti-python): the judge's sampler says why and counts nothing.
+    counters = CallCounters(0)
+    assert counters.collector is None and "PM sampling is not available" in counters.why
+    counters.start()
+    assert counters.stop() == ({}, {})
+    counters.close()
