@@ -32,6 +32,7 @@ class CallCounters:
     def __init__(self, device_index: int) -> None:
         self.collector: object | None = None
         self.why = ""
+        self.started = 0.0  # when the call's part of the window began (after the lead)
         try:
             from cupti import pm_sampling
 
@@ -51,7 +52,6 @@ class CallCounters:
             self.why = f"this GPU cannot sample the counters ({type(exc).__name__}: {str(exc)[:160]})"
             return
         self.collector = collector
-        self.started = 0.0
 
     def start(self) -> None:
         if self.collector is not None:
