@@ -91,6 +91,22 @@ JUDGE_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
     ({"trial": {**TRIAL, "status": "incorrect_numerical", "passed": False}}, "check_timed"),
     ({"ok": True}, "release"),
     ({"unreadable": "the buffer was unmapped"}, "check"),
+    ({"cmd": "counters_open"}, None),
+    ({"cmd": "counters_start"}, None),
+    ({"cmd": "counters_stop"}, None),
+    ({"cmd": "counters_close"}, None),
+    ({"ok": False, "why": "no GPU to sample"}, "counters_open"),
+    ({"ok": True}, "counters_start"),
+    (
+        {
+            "counts": {"tensor_cycles": 135_468_048.0, "fma_instructions": 13_080_000.0},
+            "trimmed": {"tensor_cycles": 134_217_728.0, "fma_instructions": 13_074_432.0},
+            "why": "",
+        },
+        "counters_stop",
+    ),
+    ({"counts": {}, "trimmed": {}, "why": "a call gave 1 samples (70 made room for)"}, "counters_stop"),
+    ({"ok": True}, "counters_close"),
 ]
 
 
