@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
+from typing import NamedTuple
 
 from workbench.evaluate.gpu.trace_checks import Kernel
 
@@ -36,42 +37,47 @@ DURATION_SLACK_MS = 0.005
 DURATION_NOTE = "profiled and timed kernel time within 8 % and 5 us of each other"
 
 
-# The counters of each timed call against the profiled call's: (the PM-sampled name, ncu's name).
-# Measured on the H200 (benchmarks/results/2026-12-05_tensor_signature_probe_b594700_h200.log): over
-# six calls each of cuBLAS's wgmma GEMM, Triton's wgmma and mma.sync GEMMs and an FFMA GEMM, the sampled
+class SampledCounter(NamedTuple):
+    """A counter each timed call is sampled for beside ncu's count of the profiled call: its PM-sampled
+    and ncu names, and how far a timed call may be from the profiled one (`counter_bound`): `share` of
+    the larger, plus `per_flop` times the task's FLOPs."""
+
+    sampled: str
+    profiled: str
+    share: float
+    per_flop: float
+
+
+# Measured on the H200 (benchmarks/results/2026-12-05_tensor_signature_probe_b594700_h200.log): over six
+# calls each of cuBLAS's wgmma GEMM, Triton's wgmma and mma.sync GEMMs and an FFMA GEMM, the sampled
 # values spread 0.000-0.003 % (1.2 % on cuBLAS's 45,272 FMA instructions) and equal ncu's to 4 digits;
 # at 4096^3 the wgmma kernels took 134,217,728 tensor-pipe cycles and the mma.sync one 201,326,592.
+# The bounds are margins chosen above that spread, not measured on honest kernels: tensor-pipe cycles
+# 2 % and 0.1 % of the FLOPs at wgmma's 1024 per cycle (a path on mma.sync is +50 %); FMA-pipe
+# instructions 5 % and 2 % of the FLOPs as 64-FLOP warp FFMAs (an attention kernel may skip its
+# softmax rescaling on some values).
 COUNTERS = {
-    "tensor_cycles": (
+    "tensor_cycles": SampledCounter(
         "TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime.sum",
         "sm__pipe_tensor_cycles_active.sum",
+        share=0.02,
+        per_flop=0.001 / 1024,
     ),
-    "fma_instructions": (
+    "fma_instructions": SampledCounter(
         "TPC.TriageCompute.sm__inst_executed_pipe_fma_realtime.sum",
         "sm__inst_executed_pipe_fma.sum",
+        share=0.05,
+        per_flop=0.02 / 64,
     ),
 }
-# A timed call may differ from the profiled one by this share of the larger, plus a slack in the task's
-# FLOPs: tensor-pipe cycles by 2 % and 0.1 % of the FLOPs at wgmma's 1024 per cycle (a path on
-# mma.sync is +50 %); FMA-pipe instructions by 5 % and 2 % of the FLOPs as 64-FLOP warp FFMAs (an
-# attention kernel's softmax rescaling may be skipped on some values), plus a few thousand for the
-# marker kernel beside each sampled call.
-TENSOR_CYCLE_TOLERANCE = 0.02
-TENSOR_CYCLE_SLACK = 0.001 / 1024
-FMA_TOLERANCE = 0.05
-FMA_SLACK = 0.02 / 64
-COUNTER_FLOOR = 10_000.0
+COUNTER_FLOOR = 10_000.0  # the marker kernel beside each sampled call, and a few thousand more
 COUNTER_NOTE = "tensor-pipe cycles within 2 %, FMA-pipe instructions within 5 %, of the profiled call's"
 
 
 def counter_bound(name: str, profiled: float, timed: float, flops: float) -> float:
     """How far a timed call's counter `name` may be from the profiled call's."""
-    share, slack = (
-        (TENSOR_CYCLE_TOLERANCE, TENSOR_CYCLE_SLACK)
-        if name == "tensor_cycles"
-        else (FMA_TOLERANCE, FMA_SLACK)
-    )
-    return share * max(profiled, timed) + slack * flops + COUNTER_FLOOR
+    counter = COUNTERS[name]
+    return counter.share * max(profiled, timed) + counter.per_flop * flops + COUNTER_FLOOR
 
 
 def counter_disagreement(
@@ -81,6 +87,7 @@ def counter_disagreement(
     beyond `counter_bound` (`fewer`), or above it; None when none is (or a counter is missing on a side).
     Sampling is device-wide, so anything else the GPU ran in a call's window can only add to its counts:
     fewer is proof that the timed path did less of the proven work, more is not proof alone."""
+    direction = "fewer" if fewer else "more"
     for name in COUNTERS:
         if name not in profiled:
             continue
@@ -88,15 +95,12 @@ def counter_disagreement(
             if name not in call:
                 continue
             want, got = profiled[name], call[name]
-            if (got < want if fewer else got > want) and abs(got - want) > counter_bound(
-                name, want, got, flops
-            ):
-                label = name.replace("_", " ")
+            gap = want - got if fewer else got - want
+            if gap > counter_bound(name, want, got, flops):
                 return (
                     (
-                        f"timed call {number + 1} counted {got:,.0f} {label}, "
-                        f"{'fewer' if fewer else 'more'} than the profiled call's {want:,.0f} "
-                        f"(allowed: {COUNTER_NOTE})"
+                        f"timed call {number + 1} counted {got:,.0f} {name.replace('_', ' ')}, {direction} "
+                        f"than the profiled call's {want:,.0f} (allowed: {COUNTER_NOTE})"
                     ),
                     {"counter": name, "profiled": want, "timed": got, "timed_call": number + 1},
                 )

@@ -43,7 +43,7 @@ class CallCounters:
             return
         try:
             collector.configure(
-                metrics=[sampled for sampled, _ in COUNTERS.values()],
+                metrics=[counter.sampled for counter in COUNTERS.values()],
                 sampling_interval=SAMPLING_INTERVAL_NS,
                 single_pass_metric_set_name=METRIC_SET,
             )

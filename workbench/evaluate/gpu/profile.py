@@ -126,7 +126,7 @@ def tensor_metric(target: str, required: str = "") -> str | None:
 def counter_metrics(listed: frozenset[str]) -> tuple[str, ...]:
     """ncu's names of the counters every timed call is sampled for (`agreement.COUNTERS`), of those this
     ncu lists: the profiled call's side of the comparison."""
-    return tuple(metric for _, metric in COUNTERS.values() if metric.removesuffix(".sum") in listed)
+    return tuple(c.profiled for c in COUNTERS.values() if c.profiled.removesuffix(".sum") in listed)
 
 
 def ordinary_load_metrics(required: str, listed: frozenset[str]) -> tuple[str, ...]:
@@ -215,6 +215,15 @@ def parse_instances(cell: str) -> dict[str, float]:
     return values
 
 
+def _totals(row: list[str], column: dict[str, int], metrics: dict[str, str]) -> dict[str, float]:
+    """Each key's metric total in one row of the raw page, where the page has that column and a value."""
+    return {
+        key: value
+        for key, metric in metrics.items()
+        if metric in column and (value := _total(row[column[metric]])) is not None
+    }
+
+
 def parse_raw_csv(text: str) -> list[dict]:
     """One dict per profiled kernel launch: name, per-opcode predicate-true threads, tensor FLOPs, time."""
     start = text.find('"ID"')
@@ -244,25 +253,11 @@ def parse_raw_csv(text: str) -> list[dict]:
                 launch["tensor_metric"] = metric
         if TIME_METRIC in column and row[column[TIME_METRIC]].strip():
             launch["time_ns"] = _number(row[column[TIME_METRIC]])
-        launch["throughput"] = {
-            key: value
-            for key, metric in THROUGHPUT_METRICS.items()
-            if metric in column and (value := _total(row[column[metric]])) is not None
-        }
-        launch["counters"] = {
-            name: value
-            for name, (_, metric) in COUNTERS.items()
-            if metric in column and (value := _total(row[column[metric]])) is not None
-        }
-        launch["ordinary_load_bytes"] = {
-            name: value
-            for name in ORDINARY_LOAD_METRICS
-            if f"{name}.sum" in column and (value := _total(row[column[f"{name}.sum"]])) is not None
-        }
-        totals = {
-            key: _total(row[column[metric]]) for key, metric in LAUNCH_METRICS.items() if metric in column
-        }
-        launch["launch"] = {key: int(value) for key, value in totals.items() if value is not None}
+
+        launch["throughput"] = _totals(row, column, THROUGHPUT_METRICS)
+        launch["counters"] = _totals(row, column, {key: c.profiled for key, c in COUNTERS.items()})
+        launch["ordinary_load_bytes"] = _totals(row, column, {n: f"{n}.sum" for n in ORDINARY_LOAD_METRICS})
+        launch["launch"] = {key: int(value) for key, value in _totals(row, column, LAUNCH_METRICS).items()}
         launches.append(launch)
     return launches
 
