@@ -12,10 +12,10 @@ added as ncu prints it.
 from __future__ import annotations
 
 import io
-import stat
 from pathlib import Path
 
 import pytest
+from ncu_support import stand_in_ncu
 
 from workbench.evaluate.build.sass import FAMILIES
 from workbench.evaluate.gpu.ncu_metrics import listed_metrics, parse_listing
@@ -65,17 +65,6 @@ def copy_launch(ublkcp_threads: float, fetched: float) -> dict:
 
 def judged(launch: dict, min_bytes: float | None = DECODE_BYTES) -> dict:
     return dynamic_stage([launch], FAMILY_LISTS, "ASYNC_COPY", 8.05e8, "hopper", task_min_bytes=min_bytes)
-
-
-def stand_in_ncu(folder: Path, listing: str, exit_code: int = 0) -> Path:
-    """An executable answering `--query-metrics --chip CHIP` as ncu does, counting the times it is asked."""
-    (folder / "listing.txt").write_text(listing)
-    script = folder / "ncu"
-    script.write_text(
-        f'#!/bin/sh\necho "$@" >> "{folder}/asked"\ncat "{folder}/listing.txt"\nexit {exit_code}\n'
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return script
 
 
 def test_the_listing_gives_base_names_and_nothing_of_its_header_or_descriptions() -> None:

@@ -6,8 +6,9 @@ b594700_h200.log): wgmma 134,217,728 tensor-pipe cycles, mma.sync 201,326,592, a
 from __future__ import annotations
 
 import io
-import stat
 from pathlib import Path
+
+from ncu_support import stand_in_ncu
 
 from workbench.evaluate.gpu.agreement import COUNTER_NOTE, COUNTERS, counter_disagreement
 from workbench.evaluate.gpu.call_counters import CallCounters
@@ -17,7 +18,7 @@ from workbench.evaluate.gpu.worker import Worker
 FLOPS = 2.0 * 4096**3
 WGMMA = {"tensor_cycles": 134_217_728.0, "fma_instructions": 13_074_432.0}  # Triton's wgmma GEMM
 MMA_SYNC = {"tensor_cycles": 201_326_592.0, "fma_instructions": 12_959_744.0}  # Triton's mma.sync GEMM
-TENSOR, FMA = (metric for _, metric in COUNTERS.values())
+TENSOR, FMA = (counter.profiled for counter in COUNTERS.values())
 DATA = Path(__file__).parent / "data" / "ncu"
 
 
@@ -75,10 +76,7 @@ def test_a_counter_one_side_lacks_is_not_compared() -> None:
 
 def test_the_worker_asks_ncu_for_the_counters_only_where_it_lists_them(tmp_path: Path) -> None:
     listing = "Device GH100\nsm__pipe_tensor_cycles_active    # of cycles the tensor pipe was active\n"
-    (tmp_path / "listing.txt").write_text(listing)
-    ncu = tmp_path / "ncu"
-    ncu.write_text(f'#!/bin/sh\ncat "{tmp_path}/listing.txt"\n')
-    ncu.chmod(ncu.stat().st_mode | stat.S_IXUSR)
+    ncu = stand_in_ncu(tmp_path, listing)
     worker = Worker(io.StringIO())
     worker.ncu = str(ncu)
     assert worker.extra_metrics("hopper", "GMMA") == (TENSOR,)
