@@ -484,11 +484,15 @@ def test_a_starting_services_socket_refused_before_its_listen_is_waited_for_not_
     starting = socket.socket(socket.AF_UNIX)
     starting.bind(str(path))
     path.chmod(0o600)
-    client = ServiceClient()
-    try:
-        assert not asyncio.run(client._try_connect(path, clear_stale=False))
-        assert path.exists()
+
+    async def wait_while_refused() -> None:
+        waiting = asyncio.create_task(ServiceClient()._wait_for_start(path))
+        await asyncio.sleep(0.3)  # six refused attempts
+        assert path.exists() and not waiting.done()
         starting.listen()
-        assert asyncio.run(client._try_connect(path, clear_stale=False))
+        await asyncio.wait_for(waiting, timeout=10)
+
+    try:
+        asyncio.run(wait_while_refused())
     finally:
         starting.close()

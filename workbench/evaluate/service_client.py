@@ -116,16 +116,20 @@ class ServiceClient(WorkerConnection):
                 await self.stop_service()  # another install's or an older edit's: replace it
                 await _gone(path)
             self._spawn(folder, path)
-            deadline = time.monotonic() + START_WAIT_S
-            # The new service's socket is refused for a moment between its bind and its listen: taking
-            # that for a dead one's and removing it would leave the service listening where none looks.
-            while not await self._try_connect(path, clear_stale=False):
-                if time.monotonic() > deadline:
-                    raise WorkerError(
-                        f"the worker service did not start within {START_WAIT_S:g} s{self._see_log()}"
-                    )
-                await asyncio.sleep(0.05)
+            await self._wait_for_start(path)
         return await self._hello()
+
+    async def _wait_for_start(self, path: Path) -> None:
+        """Connected to the service just started at `path`. Its socket is refused for a moment between
+        its bind and its listen: taking that for a dead one's and removing it would leave the service
+        listening where none looks, so nothing is cleared here."""
+        deadline = time.monotonic() + START_WAIT_S
+        while not await self._try_connect(path, clear_stale=False):
+            if time.monotonic() > deadline:
+                raise WorkerError(
+                    f"the worker service did not start within {START_WAIT_S:g} s{self._see_log()}"
+                )
+            await asyncio.sleep(0.05)
 
     async def _try_connect(self, path: Path, clear_stale: bool = True) -> bool:
         """Connected to the socket at `path`. A socket no service listens on (one that died left it) is
