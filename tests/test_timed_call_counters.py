@@ -10,7 +10,12 @@ from pathlib import Path
 
 from ncu_support import stand_in_ncu
 
-from workbench.evaluate.gpu.agreement import COUNTER_NOTE, COUNTERS, counter_disagreement
+from workbench.evaluate.gpu.agreement import (
+    COUNTER_NOTE,
+    COUNTERS,
+    counter_disagreement,
+    counters_against_timed,
+)
 from workbench.evaluate.gpu.call_counters import CallCounters
 from workbench.evaluate.gpu.profile import counter_metrics, ncu_command, parse_raw_csv
 from workbench.evaluate.gpu.worker import Worker
@@ -72,6 +77,54 @@ def test_a_counter_one_side_lacks_is_not_compared() -> None:
     assert _fewer({"fma_instructions": 1e8}, [{"fma_instructions": 1e6}]) is not None
     assert _fewer({}, [dict(MMA_SYNC)]) is None
     assert _fewer(WGMMA, [{"fma_instructions": WGMMA["fma_instructions"]}]) is None
+
+
+def _launch(name: str, counters: dict[str, float]) -> dict:
+    return {"name": name, "counters": dict(counters)}
+
+
+def test_the_dynamic_tier_sums_the_candidates_own_kernels_and_fails_a_short_timed_call() -> None:
+    # Two launches of the candidate's own kernel make the profiled count; a library kernel beside them
+    # is not the candidate's proof and is left out.
+    half = {name: value / 2 for name, value in WGMMA.items()}
+    launches = [_launch("gemm", half), _launch("gemm", half), _launch("cublas", MMA_SYNC)]
+    own = {"gemm"}
+    agreed = counters_against_timed(launches, own, [dict(WGMMA)] * 3, [dict(WGMMA)] * 3, "", FLOPS)
+    assert agreed.failed is None
+    assert agreed.note == (
+        "[3 of 3 timed calls' counters match the profiled call's: "
+        "tensor cycles 1.0000x, fma instructions 1.0000x (medians)]"
+    )
+    simt = {"tensor_cycles": 8_192.0, "fma_instructions": 2_149_748_736.0}
+    short = counters_against_timed(launches, own, [dict(WGMMA), simt], [dict(WGMMA), simt], "", FLOPS)
+    assert short.failed is not None and short.note == ""
+    assert short.failed.startswith("timed call 2 counted 8,192 tensor cycles, fewer than")
+    assert short.failed.endswith("the timed calls did less of the work the profiled call proved")
+    # Every kernel counts where the candidate's own are unknown: cuBLAS's cycles join the proof.
+    assert counters_against_timed(launches, None, [dict(WGMMA)], [dict(WGMMA)], "", FLOPS).failed
+
+
+def test_more_is_judged_on_the_trimmed_window_and_only_noted() -> None:
+    launches = [_launch("gemm", WGMMA)]
+    # The whole window holds the work before the call (the first sample): more, never fewer.
+    residual = {name: 4.017 * value for name, value in WGMMA.items()}
+    quiet = counters_against_timed(launches, None, [residual], [dict(WGMMA)], "", FLOPS)
+    assert quiet.failed is None and "match the profiled call's" in quiet.note
+    noted = counters_against_timed(launches, None, [dict(MMA_SYNC)], [dict(MMA_SYNC)], "", FLOPS)
+    assert noted.failed is None
+    assert noted.note.startswith("[noted, not judged: timed call 1 counted 201,326,592 tensor cycles, more")
+
+
+def test_a_side_without_counters_is_said_with_the_samplers_reason() -> None:
+    counted, uncounted = [_launch("gemm", WGMMA)], [{"name": "gemm"}]
+    cases = [
+        (uncounted, [dict(WGMMA)], "", "this ncu did not count them"),
+        (counted, [{}, {}], "", "no timed call was sampled"),
+        (counted, [], "PM sampling is not available on this GPU", "PM sampling is not available on this GPU"),
+    ]
+    for launches, timed, why, said in cases:
+        verdict = counters_against_timed(launches, None, timed, timed, why, FLOPS)
+        assert verdict == (None, f"[the timed calls' counters were not compared: {said}]")
 
 
 def test_the_worker_asks_ncu_for_the_counters_only_where_it_lists_them(tmp_path: Path) -> None:

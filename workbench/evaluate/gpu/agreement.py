@@ -107,6 +107,60 @@ def counter_disagreement(
     return None
 
 
+class CounterVerdict(NamedTuple):
+    """What the timed calls' counters say against the profiled call's: `failed` is the message of a
+    shortfall (the verdict's own, where the profiled call passed); `note` is said beside the verdict."""
+
+    failed: str | None
+    note: str
+
+
+def counters_against_timed(
+    launches: list[dict],
+    own: set[str] | None,
+    timed: list[dict[str, float]],
+    trimmed: list[dict[str, float]],
+    why: str,
+    flops: float,
+) -> CounterVerdict:
+    """The profiled call's own kernels' counters (`launches`, ncu's) summed, against every timed call's
+    whole sampled window (`timed`, for fewer) and the window less its first sample (`trimmed`, for more);
+    `why` is the sampler's reason where a side has none."""
+    proven = [launch for launch in launches if own is None or launch["name"] in own]
+    profiled: dict[str, float] = {}
+    for name in COUNTERS:
+        values = [launch.get("counters", {}).get(name) for launch in proven]
+        if values and all(value is not None for value in values):
+            profiled[name] = float(sum(values))
+    sampled = [counts for counts in timed if counts]
+    if not profiled or not sampled:
+        reason = why or ("this ncu did not count them" if not profiled else "no timed call was sampled")
+        return CounterVerdict(None, f"[the timed calls' counters were not compared: {reason}]")
+    short = counter_disagreement(profiled, sampled, flops, fewer=True)
+    if short is not None:
+        return CounterVerdict(
+            f"{short[0]}: the timed calls did less of the work the profiled call proved", ""
+        )
+    # More than the profiled call counted is not judged yet: the first GPU run counted, in each window,
+    # work the GPU did before it (left out with the first sample here, not yet run on a GPU), and what
+    # else may run beside a timed call on a shared host is not measured.
+    kept = [counts for counts in trimmed if counts]
+    excess = counter_disagreement(profiled, kept, flops, fewer=False)
+    if excess is not None:
+        return CounterVerdict(None, f"[noted, not judged: {excess[0]}]")
+    ratios = ", ".join(
+        f"{name.replace('_', ' ')} {statistics.median(c[name] for c in kept if name in c) / profiled[name]:.4f}x"
+        for name in COUNTERS
+        if profiled.get(name) and any(name in c for c in kept)
+    )
+    return CounterVerdict(
+        None,
+        f"[{len(sampled)} of {len(timed)} timed calls' counters match the profiled call's"
+        + (f": {ratios} (medians)" if ratios else "")
+        + "]",
+    )
+
+
 def durations_agree(profiled_ms: float, timed_ms: float) -> bool:
     return (
         timed_ms / DURATION_FACTOR - DURATION_SLACK_MS

@@ -5,12 +5,11 @@ Standard library only, like the worker.
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any
 
 from workbench.evaluate.gpu import profile
-from workbench.evaluate.gpu.agreement import COUNTERS, agreement, counter_disagreement, profiled_over_timed
+from workbench.evaluate.gpu.agreement import agreement, counters_against_timed, profiled_over_timed
 from workbench.evaluate.gpu.isolation import describe_exit, first_useful_line
 from workbench.evaluate.gpu.protocol import StageRecord, Status
 from workbench.evaluate.gpu.session import Session
@@ -107,44 +106,17 @@ def _check_against_timed(session: Session, stage: StageRecord, launches: list) -
 def _check_counters(session: Session, stage: StageRecord, launches: list) -> None:
     """Every timed call's sampled counters against the profiled call's own kernels' (a timed path that
     is not the proven one, however close in time); where either side has none, the message says why."""
-    own = session.own
-    proven = [launch for launch in launches if own is None or launch["name"] in own]
-    profiled: dict[str, float] = {}
-    for name in COUNTERS:
-        values = [launch.get("counters", {}).get(name) for launch in proven]
-        if values and all(value is not None for value in values):
-            profiled[name] = float(sum(values))
-    timed = [counts for counts in session.timed_counters if counts]  # whole windows: never short
-    if not profiled or not timed:
-        why = session.counters_why or (
-            "this ncu did not count them" if not profiled else "no timed call was sampled"
-        )
-        stage["message"] += f" [the timed calls' counters were not compared: {why}]"
-        return
-    flops = float(session.spec.get("flops") or 0.0)
-    short = counter_disagreement(profiled, timed, flops, fewer=True)
-    if short is not None:
-        message = f"{short[0]}: the timed calls did less of the work the profiled call proved"
-        if stage["status"] == Status.passed:
-            stage["status"], stage["message"] = Status.profile_mismatch, message
-        else:  # the profiled call already failed on its own: its status says more; this is a footnote
-            stage["message"] += f" [{message}]"
-        return
-    # More than the profiled call counted is not judged yet: the first GPU run counted, in each window,
-    # work the GPU did before it (left out with the first sample here, not yet run on a GPU), and what
-    # else may run beside a timed call on a shared host is not measured.
-    trimmed = [counts for counts in session.timed_counters_trimmed if counts]
-    excess = counter_disagreement(profiled, trimmed, flops, fewer=False)
-    if excess is not None:
-        stage["message"] += f" [noted, not judged: {excess[0]}]"
-        return
-    ratios = ", ".join(
-        f"{name.replace('_', ' ')} {statistics.median(c[name] for c in trimmed if name in c) / profiled[name]:.4f}x"
-        for name in COUNTERS
-        if profiled.get(name) and any(name in c for c in trimmed)
+    verdict = counters_against_timed(
+        launches,
+        session.own,
+        session.timed_counters,
+        session.timed_counters_trimmed,
+        session.counters_why,
+        float(session.spec.get("flops") or 0.0),
     )
-    stage["message"] += (
-        f" [{len(timed)} of {len(session.timed_counters)} timed calls' counters match the profiled call's"
-        + (f": {ratios} (medians)" if ratios else "")
-        + "]"
-    )
+    if verdict.failed is not None and stage["status"] == Status.passed:
+        stage["status"], stage["message"] = Status.profile_mismatch, verdict.failed
+    elif verdict.failed is not None:  # the profiled call already failed on its own: its status says more
+        stage["message"] += f" [{verdict.failed}]"
+    else:
+        stage["message"] += f" {verdict.note}"
