@@ -102,6 +102,26 @@ def test_fp8_attention_reference_builds_without_spills_and_shows_qgmma(
 
 
 @needs_nvcc
+@pytest.mark.parametrize(
+    ("path", "task"), FP8_ATTENTION_REFERENCES, ids=[p for p, _ in FP8_ATTENTION_REFERENCES]
+)
+def test_fp8_attentions_flashattention3_scheme_builds_clean_with_a_fifth_of_the_qgmmas(
+    path: str, task: str, cache: Path
+) -> None:
+    """-DFP8_ATTN_PLAIN=1: one S chain and one P V chain where the default has two and three, so its
+    SASS holds two fifths of the default's QGMMAs; no K split, so no byte-mask work in the producer."""
+    default = evaluate(path, task, cache).stages.static
+    source = "#define FP8_ATTN_PLAIN 1\n" + (REFERENCES / path).read_text()
+    executor = make_executor("static", cache)
+    request = EvalRequest(task=task, target="hopper", source=source)  # type: ignore[arg-type]
+    plain = built_clean_with(
+        asyncio.run(executor.evaluate(request, None)), "QGMMA", {"QGMMA", "TMA", "MBARRIER", "SETMAXNREG"}
+    )
+    assert plain.opcodes.get("HGMMA", 0) == 0, plain.opcodes
+    assert plain.opcodes["QGMMA"] * 5 == default.opcodes["QGMMA"] * 2, (plain.opcodes, default.opcodes)
+
+
+@needs_nvcc
 def test_simt_step_of_the_ladder_is_flagged_by_the_static_tier(cache: Path) -> None:
     result = evaluate("gemm/01_simt.cu", "gemm_n7168_k5120", cache)
     assert result.stages.build.status == Status.passed

@@ -34,9 +34,10 @@ pytestmark = pytest.mark.gpu
 REFERENCES = Path(__file__).resolve().parent.parent.parent / "references"
 
 
-def _local(path: str, task: str, tmp_path: Path) -> EvalResult:
+def _local(path: str, task: str, tmp_path: Path, defines: str = "") -> EvalResult:
+    """`defines`: lines put before the file (a reference's build options)."""
     executor = LocalExecutor(tmp_path / "builds")
-    source = (REFERENCES / path).read_text()
+    source = defines + (REFERENCES / path).read_text()
 
     async def go() -> EvalResult:
         try:
@@ -92,14 +93,15 @@ def test_fp8_gemm_reference_passes_every_tier_with_qgmma_on_the_fp8_pipe(tmp_pat
 FP8_ATTENTION_TENSOR_FLOPS_PER_TASK_FLOP = (2 + 3) / 2
 
 
-def fp8_attention_expected_share(task: str, causal: bool) -> float:
-    """The tensor share the FP8 attention reference must show at its task's headline workload."""
+def fp8_attention_expected_share(task: str, causal: bool, per_task_flop: float) -> float:
+    """The tensor share the FP8 attention reference must show at its task's headline workload, for a
+    build doing `per_task_flop` tensor FLOPs per task FLOP."""
     seq = int(resolve_task(task).workload().axes["L"])
     if not causal:
-        return FP8_ATTENTION_TENSOR_FLOPS_PER_TASK_FLOP
+        return per_task_flop
     blocks = seq // 128  # query block r computes r + 1 whole key blocks of 128 x 128 pairs
     pairs_done = blocks * (blocks + 1) // 2 * 128 * 128
-    return FP8_ATTENTION_TENSOR_FLOPS_PER_TASK_FLOP * pairs_done / (seq * (seq + 1) / 2)
+    return per_task_flop * pairs_done / (seq * (seq + 1) / 2)
 
 
 @pytest.mark.parametrize(
@@ -120,7 +122,30 @@ def test_fp8_attention_reference_passes_every_tier_with_both_products_on_qgmma(
     # The share is fixed by the kernel's structure (2.5 plain, ~2.58 causal at L = 4096); 2 % leaves room
     # for how ncu counts, not for a missing or extra chain (each one moves it by 0.5).
     assert result.stages.dynamic.tensor_share == pytest.approx(
-        fp8_attention_expected_share(task, causal), rel=0.02
+        fp8_attention_expected_share(task, causal, FP8_ATTENTION_TENSOR_FLOPS_PER_TASK_FLOP), rel=0.02
+    )
+    timing = result.stages.timing
+    assert timing.speedup is not None and not timing.faster_than_light
+
+
+@pytest.mark.parametrize(
+    ("path", "task", "causal"),
+    [
+        ("fp8_attention/fp8_mha_fwd_d128.cu", "fp8_mha_with_lse_d128", False),
+        ("fp8_attention/fp8_mha_fwd_d128_causal.cu", "fp8_mha_with_lse_d128_causal", True),
+    ],
+    ids=["plain", "causal"],
+)
+def test_fp8_attention_in_flashattention3s_scheme_passes_every_tier_with_one_chain_per_product(
+    path: str, task: str, causal: bool, tmp_path: Path
+) -> None:
+    """-DFP8_ATTN_PLAIN=1: one S and one P V chain, so the share is the task's own (1.0 plain); the
+    speedup printed beside the default build's above is the measurement."""
+    result = _local(path, task, tmp_path, defines="#define FP8_ATTN_PLAIN 1\n")
+    assert result.status == Status.passed, result.message
+    assert result.stages.dynamic.executed_families.get("QGMMA", 0) > 0
+    assert result.stages.dynamic.tensor_share == pytest.approx(
+        fp8_attention_expected_share(task, causal, 1.0), rel=0.02
     )
     timing = result.stages.timing
     assert timing.speedup is not None and not timing.faster_than_light
