@@ -193,9 +193,11 @@ async def sweep(count: int, cache: Path) -> dict[str, Any]:
 
 
 def checks_by_part(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """The median over the rows of the timing stage's checks and each of their parts (the judge's)."""
+    """The median over the rows of the timing stage's integrity work inside its timed rounds: the checks
+    of every timed call's outputs and each of their parts (the judge's), and the counters' opening and
+    their requests around each counted call."""
     parts = [row.get("timing_parts_s") or {} for row in rows]
-    names = sorted({name for seen in parts for name in seen if name.startswith("checks")})
+    names = sorted({name for seen in parts for name in seen if name.startswith(("checks", "counters"))})
     return {name: round(statistics.median(seen[name] for seen in parts if name in seen), 4) for name in names}
 
 

@@ -99,8 +99,11 @@ def test_an_honest_kernel_passes_both_tiers_with_every_timed_call_read(worker, l
     # The checks by the judge's own parts (no library answer on the CPU: reference and compare).
     judged = {"checks.draw", "checks.copy", "checks.inputs", "checks.reference", "checks.compare"}
     assert (
-        set(parts) == {"warm_up", "counters_open", "timed_rounds", "checks", "collect", "statistics"} | judged
+        set(parts)
+        == {"warm_up", "counters_open", "timed_rounds", "checks", "counters", "collect", "statistics"}
+        | judged
     )
+    assert parts["counters"] == 0.0  # no PM sampling on the CPU: no counter requests around the calls
     assert 0 < parts["checks"] < parts["timed_rounds"] and parts["warm_up"] > 0
     assert all(parts[part] > 0 for part in judged) and sum(parts[part] for part in judged) < parts["checks"]
     # No seed follows from another or from the workload's public one (7 here): each evaluation's are new.

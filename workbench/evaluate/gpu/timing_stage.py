@@ -39,6 +39,7 @@ class TimedRounds:
         self.counts: list[dict[str, float]] = []  # each call's window
         self.trimmed: list[dict[str, float]] = []  # each call's, less what came before its start
         self.counts_why = ""
+        self.counters_s = 0.0  # the judge's requests around the counted calls (lead and settle included)
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
 
     def call(self, entrant: str, keep: bool) -> int:
@@ -51,14 +52,18 @@ class TimedRounds:
         )
         counted = keep and self.counting and entrant == "candidate"
         if counted:
+            opened = time.perf_counter()
             session.ask_judge({"cmd": "counters_start"})
+            self.counters_s += time.perf_counter() - opened
         began = time.perf_counter()
         session.ask_runner(
             {"cmd": "timing_call", "entrant": entrant}, f"timed call of {self.names.get(entrant, entrant)}"
         )
         wall_ms = (time.perf_counter() - began) * 1e3
         if counted:
+            stopped = time.perf_counter()
             reply = session.ask_judge({"cmd": "counters_stop"})
+            self.counters_s += time.perf_counter() - stopped
             self.counts.append(reply["counts"])
             self.trimmed.append(reply["trimmed"])
             self.counts_why = self.counts_why or reply["why"]
@@ -138,6 +143,7 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
     clock.mark("statistics")
     parts = clock.rounded()
     parts["checks"] = round(rounds.checks_s, 4)  # within timed_rounds
+    parts["counters"] = round(rounds.counters_s, 4)  # within timed_rounds too
     parts.update({f"checks.{part}": round(seconds, 4) for part, seconds in rounds.check_parts.items()})
     stage.update(warmup=rounds.rounds, l2_flush_bytes=ended.get("l2_flush_bytes"), parts_s=parts)
     _record_checked(stage, checked, bad)
