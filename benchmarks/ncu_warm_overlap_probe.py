@@ -11,10 +11,13 @@ needs the same performance monitors as ncu. This probe answers, for each kind of
 - `cost`: what the warm range takes, and ncu's go-to-exit for the call after it (a warm range whose
   kernel ncu does not profile, `--launch-skip 1`, or with no kernel at all, would leave nothing of the
   warm-up in the report to filter out: do they save as much?);
-- `overlap`: with a timing loop in another process (the headline GEMM's shape through torch, CUDA
+- `timing`: with a timing loop in another process (the headline GEMM's shape through torch, CUDA
   events, PM sampling around every call exactly as the judge does) running while the warm range runs:
   whether either side fails, and the calls' times and sampled tensor-pipe cycles inside the warm
-  range's span against those outside it.
+  range's span against those outside it;
+- `ncu`: with another process's profiled call (the current candidate's dynamic tier) running while
+  the warm range runs: whether either fails or waits for the other, and the profiled kernel's GPU time
+  against the same call profiled alone (`kind` none, `alone`).
 
 One JSON line per run. `python benchmarks/ncu_warm_overlap_probe.py [--repeats 2] [--only KIND ...]`
 on the GPU host, with cupti-python installed.
@@ -31,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workbench.evaluate.gpu.profile import ncu_command
+from workbench.evaluate.gpu.profile import ncu_command, parse_raw_csv
 from workbench.evaluate.gpu.worker import find_tool_path
 
 # The profiled process: context, inputs, then (on the `warm` file) the warm range, then (on `go`) the
@@ -136,59 +139,98 @@ def _summary(calls: list[dict], spans: list[tuple[float, float]]) -> dict:
     return out
 
 
-def run(ncu: str, kind: str, overlap: bool) -> dict:
-    folder = Path(tempfile.mkdtemp(prefix="ncu-warm-"))
-    launched = time.time()
-    profiled = subprocess.Popen(
-        _ncu_argv(ncu, folder, kind), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    timed = None
+class Profiled:
+    """One process under the worker's ncu command, in its own folder."""
+
+    def __init__(self, ncu: str, kind: str) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="ncu-warm-"))
+        self.launched = time.time()
+        self.process = subprocess.Popen(
+            _ncu_argv(ncu, self.folder, kind), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self.go_at: float | None = None
+
+    def signal(self, name: str) -> None:
+        if name == "go":
+            self.go_at = time.time()
+        (self.folder / name).touch()
+
+    def finish(self) -> dict:
+        """Go (unless it went already), wait for ncu's exit: its time after the go, the warm range's and
+        the call's, what ncu said and profiled (each launch's name and GPU time)."""
+        if self.go_at is None:
+            self.signal("go")
+        assert self.go_at is not None
+        self.process.wait(120)
+        out: dict = {"go_to_exit_s": round(time.time() - self.go_at, 3), "rc": self.process.returncode}
+        marks_file = self.folder / "marks.json"
+        marks = json.loads(marks_file.read_text()) if marks_file.exists() else {}
+        if "call" in marks:
+            out["warm_s"] = round(marks["warm_end"] - marks["warm_start"], 3)
+            out["call_s"] = round(marks["call"] - marks["go"], 3)
+            out["warm_span"] = [marks["warm_start"], marks["warm_end"]]
+        log_file = self.folder / "ncu.log"
+        log = log_file.read_text(errors="replace") if log_file.exists() else ""
+        out["ncu_said"] = [line for line in log.splitlines() if "==ERROR==" in line or "==WARNING==" in line][
+            :4
+        ]
+        out["launches"] = [[launch["name"][:40], launch.get("time_ns")] for launch in parse_raw_csv(log)]
+        return out
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+
+
+def run(ncu: str, kind: str, overlap: str) -> dict:
+    """One warm range of `kind`, then the profiled call, with `overlap`: alone, beside a PM-sampled
+    timing loop in another process (`timing`), or beside another ncu's profiled call (`ncu`: the
+    current candidate's dynamic tier while the next one's spare warms)."""
     result: dict = {"kind": kind, "overlap": overlap}
+    spare = Profiled(ncu, kind)
+    other = Profiled(ncu, "none") if overlap == "ncu" else None
+    timed = None
     try:
-        if not _wait(folder / "ready", 120):
-            return {**result, "error": "the profiled process did not get ready"}
-        result["ready_s"] = round(time.time() - launched, 3)
-        if overlap:
-            timed = subprocess.Popen([sys.executable, "-c", TIMED, str(folder)], stderr=subprocess.PIPE)
-            if not _wait(folder / "timing", 120):
+        for process in (spare, other):
+            if process is not None and not _wait(process.folder / "ready", 120):
+                return {**result, "error": "a profiled process did not get ready"}
+        result["ready_s"] = round(time.time() - spare.launched, 3)
+        if overlap == "timing":
+            timed = subprocess.Popen([sys.executable, "-c", TIMED, str(spare.folder)], stderr=subprocess.PIPE)
+            if not _wait(spare.folder / "timing", 120):
                 return {**result, "error": "the timing loop did not start"}
             time.sleep(0.3)  # calls before the warm range, to compare with
-        (folder / "warm").touch()
-        warmed = _wait(folder / "warmed", 60)
-        if overlap:
+        if other is not None:  # the other's call starts with the warm range
+            other.signal("warm")
+            if not _wait(other.folder / "warmed", 60):
+                return {**result, "error": "the other profiled process did not reach its call"}
+            other.signal("go")
+        spare.signal("warm")
+        warmed = _wait(spare.folder / "warmed", 60)
+        if timed is not None:
             time.sleep(0.3)  # and calls after it
-            (folder / "stop").touch()
-            assert timed is not None
+            spare.signal("stop")
             timed.wait(60)
+        if other is not None:
+            result["other"] = other.finish()
         if not warmed:
             return {**result, "error": "the warm range did not end"}
-        (folder / "go").touch()
-        go = time.time()
-        profiled.wait(120)
-        result["go_to_exit_s"] = round(time.time() - go, 3)
-        result["rc"] = profiled.returncode
-        marks = json.loads((folder / "marks.json").read_text()) if (folder / "marks.json").exists() else {}
-        if "warm_start" in marks:
-            result["warm_s"] = round(marks["warm_end"] - marks["warm_start"], 3)
-            result["call_s"] = round(marks["call"] - marks["go"], 3)
-        log = (folder / "ncu.log").read_text(errors="replace") if (folder / "ncu.log").exists() else ""
-        result["ncu_errors"] = [
-            line for line in log.splitlines() if "==ERROR==" in line or "==WARNING==" in line
-        ][:4]
-        result["profiled_kernels"] = sum(
-            1 for line in log.splitlines() if line.startswith('"') and '"ID"' not in line
-        )
-        if overlap and (folder / "calls.json").exists() and "warm_start" in marks:
-            calls = json.loads((folder / "calls.json").read_text())
-            result["timing"] = _summary(calls, [(marks["warm_start"], marks["warm_end"])])
-        elif overlap:
-            err = timed.stderr.read().decode(errors="replace")[-400:] if timed and timed.stderr else ""
-            result["timing_error"] = err
+        result["spare"] = spare.finish()
+        calls_file = spare.folder / "calls.json"
+        if timed is not None and calls_file.exists() and "warm_span" in result["spare"]:
+            calls = json.loads(calls_file.read_text())
+            result["timing"] = _summary(calls, [tuple(result["spare"]["warm_span"])])
+        elif timed is not None:
+            result["timing_error"] = (
+                timed.stderr.read().decode(errors="replace")[-400:] if timed.stderr else ""
+            )
         return result
     finally:
-        for process in (profiled, timed):
-            if process is not None and process.poll() is None:
+        for process in (spare, other):
+            if process is not None:
                 process.kill()
+        if timed is not None and timed.poll() is None:
+            timed.kill()
 
 
 def main() -> int:
@@ -203,7 +245,7 @@ def main() -> int:
     kinds = [kind for kind in ("none", "kernel", "skipped", "empty") if not args.only or kind in args.only]
     for _ in range(args.repeats):
         for kind in kinds:
-            for overlap in (False, True):
+            for overlap in ("alone", "timing", "ncu"):
                 print(json.dumps(run(ncu, kind, overlap)), flush=True)
     return 0
 
