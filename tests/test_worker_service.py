@@ -166,6 +166,7 @@ def test_a_command_that_leaves_while_it_waits_gets_nothing_judged(fresh_services
             while (await watcher.status())["queue"] == 0:
                 await asyncio.sleep(0.05)
             writer.close()  # gone before its turn, as a Ctrl-C'd command is
+            await writer.wait_closed()  # closed, not only asked to be: the end below comes after
             await holder.request({"op": "end"}, 120)
             while (await watcher.status())["busy"]:
                 await asyncio.sleep(0.05)
