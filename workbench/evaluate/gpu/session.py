@@ -317,10 +317,14 @@ class Session:
         return data
 
     def end(self) -> None:
-        if self.runner is not None:
-            # Killed, not asked to exit: it holds nothing worth a graceful shutdown.
-            self.runner.close()
-        self.worker.judge_request(self.device, {"cmd": "release"}, 60)
-        for tool in (self.profiler, self.sanitizer):
-            if tool is not None:
-                tool.close()
+        """Every process of this candidate closed, whatever fails on the way (a tool left running would
+        hold the GPU for the next one)."""
+        try:
+            if self.runner is not None:
+                # Killed, not asked to exit: it holds nothing worth a graceful shutdown.
+                self.runner.close()
+            self.worker.judge_request(self.device, {"cmd": "release"}, 60)
+        finally:
+            for tool in (self.profiler, self.sanitizer):
+                if tool is not None:
+                    tool.close()

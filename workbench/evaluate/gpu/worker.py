@@ -312,7 +312,7 @@ class Worker:
         The request is answered already, so a failure here is logged, not sent as a second reply."""
         try:
             self._end_session(warm)
-        except Exception as exc:  # noqa: BLE001 - the worker lives on; the next begin ends what is left
+        except Exception as exc:  # noqa: BLE001 - the worker lives on, and serves the next request
             print(f"ending the candidate's session failed: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     def _evaluate(self, request: EvaluateRequest) -> None:
