@@ -10,6 +10,8 @@
 #   asynccopy   benchmarks/async_copy_bytes_probe.py --verdict (the bytes ordinary loads and the copy engine
 #               fetched, on every memory-bound task's references, the honest libcu++ decode and the decoy;
 #               each verdict: the decoy's must be `decoy`)
+#   warm        benchmarks/ncu_warm_overlap_probe.py (can ncu's one-time set-up run beside a PM-sampled
+#               timing loop or another profile, so that it leaves the dynamic tier?)
 # Run from the checkout root after installing the GPU wheels (see shared/tools/device-wheels).
 set -u
 out=${OUT:-/tmp/integrity_h200}
@@ -51,6 +53,10 @@ for step in "$@"; do
       timeout "${ASYNCCOPY_S:-420}" python3 benchmarks/async_copy_bytes_probe.py --verdict --out "$out/async_copy_bytes.json" >"$out/async_copy_bytes.log" 2>&1
       echo "async copy probe exit $?" | tee -a "$out/summary.log"
       tail -60 "$out/async_copy_bytes.log" | tee -a "$out/summary.log" ;;
+    warm)
+      timeout "${WARM_S:-300}" python3 benchmarks/ncu_warm_overlap_probe.py --repeats "${WARM_REPEATS:-1}" >"$out/ncu_warm_overlap.log" 2>&1
+      echo "warm probe exit $?" | tee -a "$out/summary.log"
+      cut -c1-600 "$out/ncu_warm_overlap.log" | tail -14 | tee -a "$out/summary.log" ;;
     pm)
       timeout 120 python3 benchmarks/pm_sampling_probe.py >"$out/pm_sampling.log" 2>&1
       echo "pm probe exit $?" | tee -a "$out/summary.log"
