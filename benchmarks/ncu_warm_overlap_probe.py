@@ -196,7 +196,8 @@ def run(ncu: str, kind: str, overlap: str) -> dict:
                 return {**result, "error": "a profiled process did not get ready"}
         result["ready_s"] = round(time.time() - spare.launched, 3)
         if overlap == "timing":
-            timed = subprocess.Popen([sys.executable, "-c", TIMED, str(spare.folder)], stderr=subprocess.PIPE)
+            with (spare.folder / "timed.err").open("w") as errors:  # a file: a full pipe would stall it
+                timed = subprocess.Popen([sys.executable, "-c", TIMED, str(spare.folder)], stderr=errors)
             if not _wait(spare.folder / "timing", 120):
                 return {**result, "error": "the timing loop did not start"}
             time.sleep(0.3)  # calls before the warm range, to compare with
@@ -221,9 +222,7 @@ def run(ncu: str, kind: str, overlap: str) -> dict:
             calls = json.loads(calls_file.read_text())
             result["timing"] = _summary(calls, [tuple(result["spare"]["warm_span"])])
         elif timed is not None:
-            result["timing_error"] = (
-                timed.stderr.read().decode(errors="replace")[-400:] if timed.stderr else ""
-            )
+            result["timing_error"] = (spare.folder / "timed.err").read_text(errors="replace")[-400:]
         return result
     finally:
         for process in (spare, other):
