@@ -13,6 +13,7 @@ from ncu_support import stand_in_ncu
 from workbench.evaluate.gpu.agreement import (
     COUNTER_NOTE,
     COUNTERS,
+    SampledCalls,
     counter_disagreement,
     counters_against_timed,
 )
@@ -83,34 +84,39 @@ def _launch(name: str, counters: dict[str, float]) -> dict:
     return {"name": name, "counters": dict(counters)}
 
 
+def _sampled(calls: list[dict[str, float]]) -> SampledCalls:
+    """Calls whose window held nothing before them: the trimmed counts are the window's."""
+    return SampledCalls(calls, calls, "")
+
+
 def test_the_dynamic_tier_sums_the_candidates_own_kernels_and_fails_a_short_timed_call() -> None:
     # Two launches of the candidate's own kernel make the profiled count; a library kernel beside them
     # is not the candidate's proof and is left out.
     half = {name: value / 2 for name, value in WGMMA.items()}
     launches = [_launch("gemm", half), _launch("gemm", half), _launch("cublas", MMA_SYNC)]
     own = {"gemm"}
-    agreed = counters_against_timed(launches, own, [dict(WGMMA)] * 3, [dict(WGMMA)] * 3, "", FLOPS)
+    agreed = counters_against_timed(launches, own, _sampled([dict(WGMMA)] * 3), FLOPS)
     assert agreed.failed is None
     assert agreed.note == (
         "[3 of 3 timed calls' counters match the profiled call's: "
         "tensor cycles 1.0000x, fma instructions 1.0000x (medians)]"
     )
     simt = {"tensor_cycles": 8_192.0, "fma_instructions": 2_149_748_736.0}
-    short = counters_against_timed(launches, own, [dict(WGMMA), simt], [dict(WGMMA), simt], "", FLOPS)
+    short = counters_against_timed(launches, own, _sampled([dict(WGMMA), simt]), FLOPS)
     assert short.failed is not None and short.note == ""
     assert short.failed.startswith("timed call 2 counted 8,192 tensor cycles, fewer than")
     assert short.failed.endswith("the timed calls did less of the work the profiled call proved")
     # Every kernel counts where the candidate's own are unknown: cuBLAS's cycles join the proof.
-    assert counters_against_timed(launches, None, [dict(WGMMA)], [dict(WGMMA)], "", FLOPS).failed
+    assert counters_against_timed(launches, None, _sampled([dict(WGMMA)]), FLOPS).failed
 
 
 def test_more_is_judged_on_the_trimmed_window_and_only_noted() -> None:
     launches = [_launch("gemm", WGMMA)]
     # The whole window holds the work before the call (the first sample): more, never fewer.
     residual = {name: 4.017 * value for name, value in WGMMA.items()}
-    quiet = counters_against_timed(launches, None, [residual], [dict(WGMMA)], "", FLOPS)
+    quiet = counters_against_timed(launches, None, SampledCalls([residual], [dict(WGMMA)], ""), FLOPS)
     assert quiet.failed is None and "match the profiled call's" in quiet.note
-    noted = counters_against_timed(launches, None, [dict(MMA_SYNC)], [dict(MMA_SYNC)], "", FLOPS)
+    noted = counters_against_timed(launches, None, _sampled([dict(MMA_SYNC)]), FLOPS)
     assert noted.failed is None
     assert noted.note.startswith("[noted, not judged: timed call 1 counted 201,326,592 tensor cycles, more")
 
@@ -123,7 +129,7 @@ def test_a_side_without_counters_is_said_with_the_samplers_reason() -> None:
         (counted, [], "PM sampling is not available on this GPU", "PM sampling is not available on this GPU"),
     ]
     for launches, timed, why, said in cases:
-        verdict = counters_against_timed(launches, None, timed, timed, why, FLOPS)
+        verdict = counters_against_timed(launches, None, SampledCalls(timed, timed, why), FLOPS)
         assert verdict == (None, f"[the timed calls' counters were not compared: {said}]")
 
 

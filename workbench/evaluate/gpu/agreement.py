@@ -107,6 +107,15 @@ def counter_disagreement(
     return None
 
 
+class SampledCalls(NamedTuple):
+    """The timed calls' PM-sampled counters: each call's whole window, the same less its first sample
+    (what the GPU counted before the start), and why there are none where so."""
+
+    windows: list[dict[str, float]]
+    trimmed: list[dict[str, float]]
+    why: str
+
+
 class CounterVerdict(NamedTuple):
     """What the timed calls' counters say against the profiled call's: `failed` is the message of a
     shortfall (the verdict's own, where the profiled call passed); `note` is said beside the verdict."""
@@ -116,27 +125,24 @@ class CounterVerdict(NamedTuple):
 
 
 def counters_against_timed(
-    launches: list[dict],
-    own: set[str] | None,
-    timed: list[dict[str, float]],
-    trimmed: list[dict[str, float]],
-    why: str,
-    flops: float,
+    launches: list[dict], own: set[str] | None, sampled: SampledCalls, flops: float
 ) -> CounterVerdict:
     """The profiled call's own kernels' counters (`launches`, ncu's) summed, against every timed call's
-    whole sampled window (`timed`, for fewer) and the window less its first sample (`trimmed`, for more);
-    `why` is the sampler's reason where a side has none."""
+    whole window (for fewer) and the window less its first sample (for more); the sampler's reason where
+    a side has none."""
     proven = [launch for launch in launches if own is None or launch["name"] in own]
     profiled: dict[str, float] = {}
     for name in COUNTERS:
         values = [launch.get("counters", {}).get(name) for launch in proven]
         if values and all(value is not None for value in values):
             profiled[name] = float(sum(values))
-    sampled = [counts for counts in timed if counts]
-    if not profiled or not sampled:
-        reason = why or ("this ncu did not count them" if not profiled else "no timed call was sampled")
+    windows = [counts for counts in sampled.windows if counts]
+    if not profiled or not windows:
+        reason = sampled.why or (
+            "this ncu did not count them" if not profiled else "no timed call was sampled"
+        )
         return CounterVerdict(None, f"[the timed calls' counters were not compared: {reason}]")
-    short = counter_disagreement(profiled, sampled, flops, fewer=True)
+    short = counter_disagreement(profiled, windows, flops, fewer=True)
     if short is not None:
         return CounterVerdict(
             f"{short[0]}: the timed calls did less of the work the profiled call proved", ""
@@ -144,7 +150,7 @@ def counters_against_timed(
     # More than the profiled call counted is not judged yet: the first GPU run counted, in each window,
     # work the GPU did before it (left out with the first sample here, not yet run on a GPU), and what
     # else may run beside a timed call on a shared host is not measured.
-    kept = [counts for counts in trimmed if counts]
+    kept = [counts for counts in sampled.trimmed if counts]
     excess = counter_disagreement(profiled, kept, flops, fewer=False)
     if excess is not None:
         return CounterVerdict(None, f"[noted, not judged: {excess[0]}]")
@@ -155,7 +161,7 @@ def counters_against_timed(
     )
     return CounterVerdict(
         None,
-        f"[{len(sampled)} of {len(timed)} timed calls' counters match the profiled call's"
+        f"[{len(windows)} of {len(sampled.windows)} timed calls' counters match the profiled call's"
         + (f": {ratios} (medians)" if ratios else "")
         + "]",
     )

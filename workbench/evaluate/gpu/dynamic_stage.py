@@ -106,14 +106,8 @@ def _check_against_timed(session: Session, stage: StageRecord, launches: list) -
 def _check_counters(session: Session, stage: StageRecord, launches: list) -> None:
     """Every timed call's sampled counters against the profiled call's own kernels' (a timed path that
     is not the proven one, however close in time); where either side has none, the message says why."""
-    verdict = counters_against_timed(
-        launches,
-        session.own,
-        session.timed_counters,
-        session.timed_counters_trimmed,
-        session.counters_why,
-        float(session.spec.get("flops") or 0.0),
-    )
+    flops = float(session.spec.get("flops") or 0.0)
+    verdict = counters_against_timed(launches, session.own, session.timed_counters, flops)
     if verdict.failed is not None and stage["status"] == Status.passed:
         stage["status"], stage["message"] = Status.profile_mismatch, verdict.failed
     elif verdict.failed is not None:  # the profiled call already failed on its own: its status says more

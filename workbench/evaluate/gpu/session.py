@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from workbench.evaluate.gpu.agreement import SampledCalls
 from workbench.evaluate.gpu.call_seeds import call_seed, new_secret
 from workbench.evaluate.gpu.child_protocol import (
     JudgeCommand,
@@ -122,11 +123,7 @@ class Session:
         self.profiler: ProfiledProcess | None = None
         self.sanitizer: SanitizedProcess | None = None
         self.timed_calls: list[list] | None = None
-        # Each timed call's PM-sampled counters (call_counters.py): its window's, the same less the first
-        # sample, and why there are none where so.
-        self.timed_counters: list[dict[str, float]] = []
-        self.timed_counters_trimmed: list[dict[str, float]] = []
-        self.counters_why = ""
+        self.timed_counters = SampledCalls([], [], "")  # each timed call's PM-sampled counters
         self.last_order: list[str] = []  # kernels of the last completed correctness call, by start
         self.autotuned: dict | None = None  # a Triton candidate's autotuners' choices, for the tools
         self.source = self._source()

@@ -10,6 +10,7 @@ import secrets
 import time
 from typing import Any
 
+from workbench.evaluate.gpu.agreement import SampledCalls
 from workbench.evaluate.gpu.call_seeds import call_seed
 from workbench.evaluate.gpu.part_clock import PartClock
 from workbench.evaluate.gpu.protocol import StageRecord, Status
@@ -131,8 +132,7 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
             # The monitors are Nsight Compute's again before the dynamic tier.
             with contextlib.suppress(StageFailed):
                 session.ask_judge({"cmd": "counters_close"})
-        session.timed_counters, session.timed_counters_trimmed = rounds.counts, rounds.trimmed
-        session.counters_why = rounds.counts_why
+        session.timed_counters = SampledCalls(rounds.counts, rounds.trimmed, rounds.counts_why)
         clock.mark("timed_rounds")
         ended = session.ask_runner({"cmd": "timing_end"}, "timing: collecting the trace", session.call_s + 60)
         clock.mark("collect")
