@@ -1,7 +1,7 @@
 """A verdict is sent before its candidate's processes are closed and the next one's started: the caller
-does not wait for that (~0.15 s of every evaluation on the H200, `phases_s["end"]`), the worker's next
-request does. A real `Worker` in this process on the CPU, its children real processes; the stream it
-replies on notes, at each reply, whether the candidate's session and its runner were still there."""
+does not wait for that (0.12-0.17 s of every evaluation on the H200 at 77bf9c8, `phases_s["end"]`), the
+worker's next request does. A real `Worker` in this process on the CPU, its children real processes; the
+stream it replies on notes, at each reply, whether the candidate's session and its runner were there."""
 
 from __future__ import annotations
 
