@@ -133,7 +133,10 @@ class MessageBlock(Vertical):
         text = "".join(self._pending)
         self._pending.clear()
         if self._stream is None:
-            self._stream = Markdown.get_stream(self.query_one(Markdown))
+            live = self.query(Markdown)
+            if not live:  # the block was taken down mid-stream (its screen left): nowhere to show it
+                return
+            self._stream = Markdown.get_stream(live.first())
         await self._stream.write(text)
 
     async def finish(self, message: Message) -> None:
