@@ -13,14 +13,15 @@ import io
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from source_page_support import block, listing_kernels
 
-from workbench.evaluate.gpu.candidate_entry import wait_for
+from workbench.evaluate.gpu.candidate_entry import await_candidate, wait_for
 from workbench.evaluate.gpu.profile import parse_raw_csv
-from workbench.evaluate.gpu.tool_process import ProfiledProcess
+from workbench.evaluate.gpu.tool_process import ProfiledProcess, await_warm
 from workbench.evaluate.gpu.worker import Worker
 
 DATA = Path(__file__).parent / "data" / "ncu"
@@ -44,6 +45,12 @@ workdir = Path(args[args.index("once") + 1])
 while os.environ.get("PTXWB_HOLD") and not (workdir / "start").exists():  # as the held child waits
     time.sleep(0.01)
 (workdir / "ready").touch()
+while not (workdir / "request.json").exists() and not (workdir / "warm").exists():
+    time.sleep(0.01)
+if (workdir / "warm").exists():  # ncu's first range, as long as the test says (never: "never")
+    warm_s = (here / "warm_s").read_text() if (here / "warm_s").exists() else "0.2"
+    time.sleep(600 if warm_s == "never" else float(warm_s))
+    (workdir / "warmed").touch()
 while not (workdir / "request.json").exists():
     time.sleep(0.01)
 while not (workdir / "go").exists():
@@ -246,3 +253,71 @@ def test_a_held_run_goes_no_further_until_started_then_serves_as_any(tmp_path: P
         assert parse_raw_csv(run.report())
     finally:
         run.close()
+
+
+def test_the_child_runs_its_warm_range_only_when_asked_and_before_its_candidate(tmp_path: Path) -> None:
+    ranges: list[bool] = []  # at each range: whether the candidate had come yet
+    asked, plain = tmp_path / "asked", tmp_path / "plain"
+    for folder in (asked, plain):
+        folder.mkdir()
+    (asked / "warm").touch()
+    later = threading.Timer(0.3, lambda: (asked / "request.json").touch())
+    later.start()
+    assert await_candidate(asked, os.getpid(), lambda: ranges.append((asked / "request.json").exists()))
+    later.join()
+    assert ranges == [False] and (asked / "warmed").exists()
+    (plain / "request.json").touch()
+    assert await_candidate(plain, os.getpid(), lambda: ranges.append(True))
+    assert ranges == [False] and not (plain / "warmed").exists()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert await_candidate(tmp_path, gone.pid, lambda: ranges.append(True)) is False
+
+
+def test_the_next_ncu_run_in_line_warms_when_released_and_a_timing_stage_can_wait_for_it(
+    tmp_path: Path,
+) -> None:
+    worker = Worker(io.StringIO())
+    worker.ncu, worker.profiling_refused, worker.sanitizer_tool = stand_in(tmp_path, "hang"), None, None
+    worker.runners.gpu_depth = 0  # these tests are about its ncu runs only
+    worker.target = "hopper"
+    try:
+        worker.warm_spare("cuda", held=True)  # while a candidate is judged: none may touch the GPU
+        first, second = worker.spare_profilers.line
+        assert not first.warm_asked and not second.warm_asked
+        worker.release_spares()  # its profiled call is over: the next one in line warms, alone
+        assert first.warm_asked and not second.warm_asked and worker.next_profiler() is first
+        assert first.warming()
+        assert await_warm([first, second], 20) and first.warmed() and not first.warming()
+        taken = worker.take_profiler("hopper")
+        assert taken is first and worker.next_profiler() is second
+        taken.close()
+        worker.release_spares()
+        assert second.warm_asked  # now next in line
+        late = worker.take_profiler("hopper", "GMMA")  # none fits: a new run, its candidate given at once
+        late.submit("lib.so", {})
+        late.warm()  # once its candidate came, never
+        assert not late.warm_asked and not (late.workdir / "warm").exists()
+        late.close()
+    finally:
+        worker.close()
+
+
+def test_an_idle_worker_warms_its_next_ncu_run_and_a_range_that_never_ends_is_given_up_on(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "warm_s").write_text("never")
+    worker = Worker(io.StringIO())
+    worker.ncu, worker.profiling_refused, worker.sanitizer_tool = stand_in(tmp_path, "hang"), None, None
+    worker.runners.gpu_depth = 0
+    worker.target = "hopper"
+    try:
+        worker.warm_spare("cuda")  # a candidate ended and nothing waits: its spares start unheld
+        first, second = worker.spare_profilers.line
+        assert first.warm_asked and not second.warm_asked
+        started = time.monotonic()
+        assert await_warm([first], 0.5) is False and time.monotonic() - started >= 0.5
+        first.close()  # a run that died is not waited for
+        assert await_warm([first, None, second], 0.5) is True
+    finally:
+        worker.close()

@@ -441,6 +441,8 @@ def test_headline_gemm_passes_all_five_tiers_through_the_local_executor(tmp_path
     assert correctness.memcheck_wait_s is not None and correctness.memcheck_wait_s >= 0
     assert correctness.memcheck_ready is not None
     assert result.stages.dynamic.profiler_prepared is not None
+    assert result.stages.dynamic.profiler_warmed is not None
+    assert (result.stages.timing.parts_s or {}).get("profiler_warm") is not None
     assert result.stages.dynamic.ncu_s is not None and 0 < result.stages.dynamic.ncu_s <= (
         result.stages.dynamic.duration_s or 0
     )

@@ -153,6 +153,11 @@ class DynamicStage(StageBase):
         description="whether the profiled process had its context and the call's inputs when the stage "
         "began (False: its set-up was in the stage's time)",
     )
+    profiler_warmed: bool | None = Field(
+        default=None,
+        description="whether ncu's first range ran in the profiled process before its candidate came "
+        "(False: ncu's one-time set-up was in the stage's time)",
+    )
     ncu_s: float | None = Field(
         default=None, description="seconds from the go signal to ncu's exit: the profiled call under ncu"
     )

@@ -27,6 +27,7 @@ def run_dynamic(session: Session) -> StageRecord:
     profiler = session.profiler
     assert profiler is not None
     base["profiler_prepared"] = profiler.prepared()  # False: ncu's wait below held the child's set-up
+    base["profiler_warmed"] = profiler.warmed()  # True: ncu's first range ran before the candidate came
     profiler.go(session.autotuned)
     started = time.perf_counter()
     limit_s = session.limits.dynamic_s

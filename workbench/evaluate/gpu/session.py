@@ -38,7 +38,7 @@ from workbench.evaluate.gpu.protocol import (
     TimeLimits,
 )
 from workbench.evaluate.gpu.stage_failed import StageFailed, failure
-from workbench.evaluate.gpu.tool_process import ProfiledProcess, SanitizedProcess
+from workbench.evaluate.gpu.tool_process import ProfiledProcess, SanitizedProcess, await_warm
 
 
 class WorkerServices(Protocol):
@@ -67,6 +67,12 @@ class WorkerServices(Protocol):
 
     def release_spares(self) -> None: ...
 
+    def next_profiler(self) -> ProfiledProcess | None: ...
+
+
+# How long a timing stage waits for an ncu run's first range to end (it takes ~1.3 s on the H200 once the
+# process has its context; a spare still importing takes its imports' remaining seconds more).
+WARM_WAIT_S = 10.0
 
 # The profiled call is call 2 to PROFILED_POSITIONS + 1 of its process, drawn from the secret: the runner's
 # timed calls are its calls 15 to 65 or so, so a kernel that keys on its call count cannot run the target's
@@ -312,6 +318,14 @@ class Session:
                 {"status": Status.tampered, "message": f"the candidate's buffers: {data['unreadable']}"}
             )
         return data
+
+    def await_profiler_warm(self) -> None:
+        """Wait, at most WARM_WAIT_S, until no ncu first range is in flight (this candidate's profiler's or
+        the next one's), so none runs beside a timed call; one still running then is noted."""
+        if not await_warm((self.profiler, self.worker.next_profiler()), WARM_WAIT_S):
+            self.notes.append(
+                f"an Nsight Compute run's first range was still running {WARM_WAIT_S:g} s into the timing stage"
+            )
 
     def end(self) -> None:
         """Every process of this candidate closed, whatever fails on the way (a tool left running would

@@ -114,6 +114,8 @@ class TimedRounds:
 
 def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
     clock = PartClock()
+    session.await_profiler_warm()
+    clock.mark("profiler_warm")
     try:
         started = session.ask_runner({"cmd": "timing_start"}, "timing")
         rounds = TimedRounds(session, started.get("baselines") or [], bool(started.get("empty_call")))

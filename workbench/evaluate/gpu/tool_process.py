@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -151,6 +152,17 @@ class ToolProcess:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def await_warm(profilers: Iterable[ProfiledProcess | None], limit_s: float) -> bool:
+    """Wait until none of `profilers` is running its first range; False when `limit_s` passed first."""
+    deadline = time.monotonic() + limit_s
+    for profiler in profilers:
+        while profiler is not None and profiler.warming():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+    return True
+
+
 class ProfiledProcess(ToolProcess):
     """Nsight Compute around the call, for the dynamic tier.
 
@@ -178,6 +190,7 @@ class ProfiledProcess(ToolProcess):
         self.required = required
         self.source_counters = source_counters
         self._pages: tuple[str, str] | None = None
+        self.warm_asked = False
         super().__init__(
             lambda app, log: ncu_command(
                 ncu,
@@ -191,6 +204,20 @@ class ProfiledProcess(ToolProcess):
             child_argv,
             held=held,
         )
+
+    def warm(self) -> None:
+        """The child may run ncu's first range now, before its candidate (`candidate_entry`): only while
+        nothing is timed or profiled, and only before `submit`."""
+        if not self.warm_asked and not self.submitted:
+            (self.workdir / "warm").touch()
+            self.warm_asked = True
+
+    def warmed(self) -> bool:
+        return (self.workdir / "warmed").exists()
+
+    def warming(self) -> bool:
+        """Its first range was asked for and is not over (nor is the process)."""
+        return self.warm_asked and not self.warmed() and self.alive()
 
     def _imported(self) -> tuple[str, str]:
         """The exported report's raw page and source page, each with what ncu said about it."""

@@ -37,6 +37,10 @@ class ToolSpares(Generic[Tool]):
         while len(self.line) < self.depth:
             self.line.append(make())
 
+    def next_up(self) -> Tool | None:
+        """The spare the next candidate takes, if it fits."""
+        return self.line[0] if self.line else None
+
     def release(self) -> None:
         """Held spares may make their CUDA contexts now."""
         for tool in self.line:

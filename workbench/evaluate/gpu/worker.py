@@ -209,10 +209,10 @@ class Worker:
         memcheck runs (tool_spares.py). `held` ones go as far as they can without the GPU (the tools'
         own start, their children's and the runner's imports: about 5 s on the H200, against 0.3 s of
         GPU set-up after the release) and wait to be released."""
-        if not held:
-            self.release_spares()
         self.runners.fill(device, held)
         if device == "cpu":
+            if not held:
+                self.release_spares()
             return
         ncu, target, sanitizer = self.ncu, self.target, self.sanitizer_tool
         if self.can_profile and ncu is not None and target:
@@ -225,13 +225,22 @@ class Worker:
             )
         if sanitizer is not None:
             self.spare_sanitizers.fill(lambda: SanitizedProcess(sanitizer, child_argv(), held=held))
+        if not held:  # after the fill, so the ncu run next in line warms while no candidate waits
+            self.release_spares()
 
     def release_spares(self) -> None:
         """Held spares may make their CUDA contexts now: nothing of the current candidate is timed or
-        profiled any more."""
+        profiled any more. The ncu run next in line runs its first range too (one at a time: the next
+        candidate's timing stage waits for it, `Session.await_profiler_warm`)."""
         self.runners.release()
         self.spare_profilers.release()
         self.spare_sanitizers.release()
+        profiler = self.spare_profilers.next_up()
+        if profiler is not None:
+            profiler.warm()
+
+    def next_profiler(self) -> ProfiledProcess | None:
+        return self.spare_profilers.next_up()
 
     def reply(self, request: dict[str, Any], message: WorkerReply) -> None:
         if isinstance(request, dict) and "id" in request:
