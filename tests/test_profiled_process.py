@@ -79,6 +79,15 @@ def stand_in(tmp_path: Path, behaviour: str) -> str:
     return str(wrapper)
 
 
+def ncu_worker(tmp_path: Path) -> Worker:
+    """A worker whose ncu is the stand-in (whose call hangs) and which keeps no spare runners or memcheck
+    runs: the tests that use it are about its ncu runs only."""
+    worker = Worker(io.StringIO())
+    worker.ncu, worker.profiling_refused, worker.sanitizer_tool = stand_in(tmp_path, "hang"), None, None
+    worker.runners.gpu_depth = 0
+    return worker
+
+
 def test_the_candidate_and_the_go_signal_reach_the_waiting_run_and_its_page_comes_back(
     tmp_path: Path,
 ) -> None:
@@ -175,9 +184,7 @@ def test_a_waiting_profiled_child_gives_up_once_its_worker_is_gone(tmp_path: Pat
 
 
 def test_a_spare_ncu_run_with_other_sections_than_asked_is_replaced(tmp_path: Path) -> None:
-    worker = Worker(io.StringIO())
-    worker.ncu, worker.profiling_refused, worker.sanitizer_tool = stand_in(tmp_path, "hang"), None, None
-    worker.runners.gpu_depth = 0  # these tests are about its ncu runs only
+    worker = ncu_worker(tmp_path)
     try:
         first = worker.take_profiler("hopper")
         assert not first.source_counters
@@ -215,9 +222,7 @@ def metrics_of(tmp_path: Path, run: ProfiledProcess) -> set[str]:
 def test_the_ncu_run_counts_the_pipe_of_the_tasks_family_and_a_spare_for_another_is_replaced(
     tmp_path: Path,
 ) -> None:
-    worker = Worker(io.StringIO())
-    worker.ncu, worker.profiling_refused, worker.sanitizer_tool = stand_in(tmp_path, "hang"), None, None
-    worker.runners.gpu_depth = 0  # these tests are about its ncu runs only
+    worker = ncu_worker(tmp_path)
     try:
         bf16 = worker.take_profiler("hopper", "GMMA")
         assert "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum" in metrics_of(tmp_path, bf16)
@@ -277,9 +282,7 @@ def test_the_child_runs_its_warm_range_only_when_asked_and_before_its_candidate(
 def test_the_next_ncu_run_in_line_warms_when_released_and_a_timing_stage_can_wait_for_it(
     tmp_path: Path,
 ) -> None:
-    worker = Worker(io.StringIO())
-    worker.ncu, worker.profiling_refused, worker.sanitizer_tool = stand_in(tmp_path, "hang"), None, None
-    worker.runners.gpu_depth = 0  # these tests are about its ncu runs only
+    worker = ncu_worker(tmp_path)
     worker.target = "hopper"
     try:
         worker.warm_spare("cuda", held=True)  # while a candidate is judged: none may touch the GPU
@@ -307,9 +310,7 @@ def test_an_idle_worker_warms_its_next_ncu_run_and_a_range_that_never_ends_is_gi
     tmp_path: Path,
 ) -> None:
     (tmp_path / "warm_s").write_text("never")
-    worker = Worker(io.StringIO())
-    worker.ncu, worker.profiling_refused, worker.sanitizer_tool = stand_in(tmp_path, "hang"), None, None
-    worker.runners.gpu_depth = 0
+    worker = ncu_worker(tmp_path)
     worker.target = "hopper"
     try:
         worker.warm_spare("cuda")  # a candidate ended and nothing waits: its spares start unheld
