@@ -74,6 +74,8 @@ def test_each_honest_hopper_kernel_passes_every_tier(judge: Judge, path: Path) -
         f" {timing.status.value} (speedup {timing.speedup}, host overhead {timing.host_overhead_ms} ms against"
         f" the baseline's {timing.baseline_host_overhead_ms}, {timing.host_excess_ms} ms beyond the empty call,"
         f" {timing.host_charged_ms} ms counted in) · {result.message}"
+        f"\n  dynamic (ncu {stages.dynamic.ncu_s} s after the go, its first range before the candidate:"
+        f" {stages.dynamic.profiler_warmed}): {stages.dynamic.message[-600:]}"
     )
     assert stages.build.status == Status.passed, f"{stages.build.message} {stages.build.errors[:3]}"
     assert result.status == Status.passed, result.message
