@@ -277,6 +277,12 @@ def test_the_child_runs_its_warm_range_only_when_asked_and_before_its_candidate(
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     assert await_candidate(tmp_path, gone.pid, lambda: ranges.append(True)) is False
+    # A range that fails (no GPU here: torch's own) still lets the candidate come, as without one.
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    (failed / "warm").touch()
+    (failed / "request.json").touch()
+    assert await_candidate(failed, os.getpid()) and (failed / "warmed").exists()
 
 
 def test_the_next_ncu_run_in_line_warms_when_released_and_a_timing_stage_can_wait_for_it(

@@ -126,7 +126,10 @@ def await_candidate(folder: Path, parent: int, warm_range: Callable[[], None] = 
     if not wait_for(request, parent, also=warm):
         return False
     if warm.exists():
-        warm_range()
+        try:
+            warm_range()
+        except Exception as exc:  # noqa: BLE001 - a range that fails costs only the saving: the call is as before
+            print(f"ncu's first range before the candidate failed: {exc}", file=sys.stderr, flush=True)
         (folder / "warmed").touch()
     return wait_for(request, parent)
 
