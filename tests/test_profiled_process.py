@@ -45,14 +45,12 @@ workdir = Path(args[args.index("once") + 1])
 while os.environ.get("PTXWB_HOLD") and not (workdir / "start").exists():  # as the held child waits
     time.sleep(0.01)
 (workdir / "ready").touch()
-while not (workdir / "request.json").exists() and not (workdir / "warm").exists():
-    time.sleep(0.01)
-if (workdir / "warm").exists():  # ncu's first range, as long as the test says (never: "never")
-    warm_s = (here / "warm_s").read_text() if (here / "warm_s").exists() else "0.2"
-    time.sleep(600 if warm_s == "never" else float(warm_s))
-    (workdir / "warmed").touch()
-while not (workdir / "request.json").exists():
-    time.sleep(0.01)
+# The child's own wait for its candidate, its first range a sleep as long as the test says (or "never").
+from workbench.evaluate.gpu.candidate_entry import await_candidate
+warm_s = (here / "warm_s").read_text() if (here / "warm_s").exists() else "0.2"
+if not await_candidate(workdir, int(args[args.index("once") + 2]),
+                       lambda: time.sleep(600 if warm_s == "never" else float(warm_s))):
+    sys.exit(3)
 while not (workdir / "go").exists():
     time.sleep(0.01)
 behaviour = (Path(sys.argv[0]).parent / "behaviour").read_text()
