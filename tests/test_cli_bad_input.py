@@ -69,23 +69,47 @@ def _write_targets(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     }
 
 
-@pytest.mark.parametrize("case", ["unwritable", "under a file", "a folder", "an existing file"])
-def test_outputs_that_cannot_be_written_are_one_line_and_touch_nothing(case: str, tmp_path: Path) -> None:
+# Every command writes its output through one helper (`session.log.create_new`): an existing file, where
+# a slip would lose what the user made, is tried on every command; each other case on `run` and on one
+# other command in turn.
+@pytest.mark.parametrize(
+    ("case", "commands"),
+    [
+        ("an existing file", ("run", "fork", "export", "import")),
+        ("unwritable", ("run", "fork")),
+        ("under a file", ("run", "export")),
+        ("a folder", ("run", "import")),
+    ],
+)
+def test_outputs_that_cannot_be_written_are_one_line_and_touch_nothing(
+    case: str, commands: tuple[str, ...], tmp_path: Path
+) -> None:
     out, message = _write_targets(tmp_path)[case]
     parent = tmp_path / "parent.jsonl"
     parent.write_bytes(LADDER.read_bytes())
     script = tmp_path / "script.json"
     script.write_text('["no code"]')
     trajectory = tmp_path / "t.traj.json"
-    assert ptxwb("session", "export", str(parent), "--out", str(trajectory)).returncode == 0
-    commands = [
-        ("run", "--task", TASK, "--model", f"scripted:{script}", "--headless", "--out", str(out)),
-        ("session", "fork", str(parent), "--turn", "1", "--model", f"scripted:{script}", "--out", str(out)),
-        ("session", "export", str(parent), "--out", str(out)),
-        ("session", "import", str(trajectory), "--out", str(out)),
-    ]
-    for args in commands:
-        one_line_error(ptxwb(*args, cwd=tmp_path), message)
+    if "import" in commands:
+        assert ptxwb("session", "export", str(parent), "--out", str(trajectory)).returncode == 0
+    every = {
+        "run": ("run", "--task", TASK, "--model", f"scripted:{script}", "--headless", "--out", str(out)),
+        "fork": (
+            "session",
+            "fork",
+            str(parent),
+            "--turn",
+            "1",
+            "--model",
+            f"scripted:{script}",
+            "--out",
+            str(out),
+        ),
+        "export": ("session", "export", str(parent), "--out", str(out)),
+        "import": ("session", "import", str(trajectory), "--out", str(out)),
+    }
+    for command in commands:
+        one_line_error(ptxwb(*every[command], cwd=tmp_path), message)
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
     assert parent.read_bytes() == LADDER.read_bytes()
 

@@ -197,8 +197,12 @@ async def test_the_palette_opens_on_the_workbenchs_own_commands(tmp_path: Path) 
 # --- 3: a maximised pane fits the terminal -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("columns", [120, 180])
-@pytest.mark.parametrize(("key", "pane"), [("c", "conversation"), ("t", "timing"), ("v", "code")])
+# The conversation and the timing table are drawn maximised at both widths in test_tui_snapshots; here
+# each at one, and the code pane (no snapshot) at both.
+@pytest.mark.parametrize(
+    ("key", "pane", "columns"),
+    [("c", "conversation", 180), ("t", "timing", 120), ("v", "code", 120), ("v", "code", 180)],
+)
 async def test_a_maximised_pane_is_as_wide_as_the_terminal(
     tmp_path: Path, columns: int, key: str, pane: str
 ) -> None:
