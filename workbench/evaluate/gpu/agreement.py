@@ -10,10 +10,9 @@ profiler, or it keys on something that differs) must not keep the proof of the p
 - every timed call's own hardware counters (the tensor pipe's active cycles, the FMA pipe's
   instructions), read by CUPTI's PM sampling with no replay and no serialisation, so no timed call can
   be told from another, must not fall short of what ncu counted for the profiled call: a timed path that
-  leaves the proven tensor work to FFMA, or skips some of it, shows it however close its time. Counts
-  above it (a timed path on mma.sync spends 1.5x the tensor-pipe cycles of wgmma for the same FLOPs)
-  are noted in the verdict with how many calls showed them, not yet judged: see
-  `counters_against_timed`.
+  leaves the proven tensor work to FFMA, or skips some of it, shows it however close its time. Nor may
+  half or more of them count more than it (a timed path on mma.sync spends 1.5x the tensor-pipe cycles
+  of wgmma for the same FLOPs): see `counters_against_timed`.
 
 Standard library only.
 """
@@ -131,8 +130,8 @@ def counters_against_timed(
     launches: list[dict], own: set[str] | None, sampled: SampledCalls, flops: float
 ) -> CounterVerdict:
     """The profiled call's own kernels' counters (`launches`, ncu's) summed, against every timed call's
-    whole window (any call fewer fails) and the window less its first sample (more is noted, with how
-    many calls); the sampler's reason where a side has none."""
+    whole window (any call fewer fails) and the window less its first sample (half the calls or more
+    above it fails, fewer are noted); the sampler's reason where a side has none."""
     proven = [launch for launch in launches if own is None or launch["name"] in own]
     profiled: dict[str, float] = {}
     for name in COUNTERS:
@@ -150,18 +149,23 @@ def counters_against_timed(
         return CounterVerdict(
             f"{short[0][0]}: the timed calls did less of the work the profiled call proved", ""
         )
-    # More is read on the window less its first sample (what the GPU counted before the call), and only
-    # noted, with how many calls showed it: that the first sample holds all of what came before has not
-    # run on a GPU yet (the whole window held 3x a GEMM's work at 6aca291), and a wrong trim would fail
-    # every honest kernel. Judged, half the calls or more would fail: a path taken in fewer cannot move
-    # the median time the speedup is drawn from, and a neighbour's work on the GPU can only add.
+    # More is judged on the window less its first sample (what the GPU counted before the call), and
+    # only where it is in half the calls or more: whatever else ran on the GPU beside a call can only
+    # add to its counts, and a path the profiled call did not take on fewer than half of them cannot
+    # move the median time the speedup is drawn from.
     kept = [counts for counts in sampled.trimmed if counts]
     excess = counter_disagreements(profiled, kept, flops, fewer=False)
-    if excess:
-        # A call counts once, whichever counter it is over on: paths that mix mma.sync and FFMA add up.
-        over = {figures["timed_call"] for _, figures in excess}
+    # A call counts once, whichever counter it is over on: paths that mix mma.sync and FFMA add up.
+    over = {figures["timed_call"] for _, figures in excess}
+    if over and 2 * len(over) >= len(kept):
         return CounterVerdict(
-            None, f"[noted, not judged: {excess[0][0]}; {len(over)} of {len(kept)} timed calls counted more]"
+            f"{excess[0][0]}; {len(over)} of {len(kept)} timed calls counted more: "
+            "the timed calls ran a path the profiled call did not",
+            "",
+        )
+    if excess:
+        return CounterVerdict(
+            None, f"[noted, in fewer than half the timed calls ({len(over)} of {len(kept)}): {excess[0][0]}]"
         )
     ratios = ", ".join(
         f"{name.replace('_', ' ')} {statistics.median(c[name] for c in kept if name in c) / profiled[name]:.4f}x"
