@@ -10,6 +10,8 @@
 #   asynccopy   benchmarks/async_copy_bytes_probe.py --verdict (the bytes ordinary loads and the copy engine
 #               fetched, on every memory-bound task's references, the honest libcu++ decode and the decoy;
 #               each verdict: the decoy's must be `decoy`)
+#   flashinfer  FlashInfer's GQA baselines from the carried .fi/flashinfer_site.tar.xz (benchmarks/flashinfer_carry.sh):
+#               each batch wrapper checked against its task (--warm-batch), then the GQA references timed against them
 #   warm        benchmarks/ncu_warm_overlap_probe.py (can ncu's one-time set-up run beside a PM-sampled
 #               timing loop or another profile, so that it leaves the dynamic tier?)
 # Run from the checkout root after installing the GPU wheels (see shared/tools/device-wheels).
@@ -57,6 +59,15 @@ for step in "$@"; do
       timeout "${WARM_S:-300}" python3 benchmarks/ncu_warm_overlap_probe.py --repeats "${WARM_REPEATS:-1}" >"$out/ncu_warm_overlap.log" 2>&1
       echo "warm probe exit $?" | tee -a "$out/summary.log"
       cut -c1-600 "$out/ncu_warm_overlap.log" | tail -14 | tee -a "$out/summary.log" ;;
+    flashinfer)
+      mkdir -p /tmp/fisite && tar -xJf .fi/flashinfer_site.tar.xz -C /tmp/fisite
+      (export PYTHONPATH=/tmp/fisite:$PYTHONPATH FLASHINFER_CUDA_ARCH_LIST=9.0a FLASHINFER_DISABLE_JIT=1
+       timeout 90 python3 -m workbench.evaluate.gpu.flashinfer_baseline --warm-batch >"$out/flashinfer.log" 2>&1
+       echo "flashinfer warm-batch exit $?" | tee -a "$out/summary.log"
+       timeout "${FLASHINFER_S:-150}" python3 -m pytest -m gpu -n 0 -v -s -p no:cacheprovider tests/gpu/test_references_suite.py \
+         -k "paged_decode_reference or prefill_references" >>"$out/flashinfer.log" 2>&1
+       echo "gqa references exit $?" | tee -a "$out/summary.log")
+      grep -E 'ready in|failed:|^timing:|PASSED|FAILED|passed|failed' "$out/flashinfer.log" | cut -c1-500 | tail -12 | tee -a "$out/summary.log" ;;
     pm)
       timeout 120 python3 benchmarks/pm_sampling_probe.py >"$out/pm_sampling.log" 2>&1
       echo "pm probe exit $?" | tee -a "$out/summary.log"
