@@ -12,7 +12,9 @@ dynamic, the floor nothing can go below):
    evaluation pool (builds on the CPU cores while the GPU judges), through the service; over the whole
    wall time, and from the first verdict to the last (without the wait for the first cold build, which
    a sweep pays once however long it is).
-Each figure's speedup against cuBLAS is recorded too, so a move in an honest speedup shows.
+Each figure's speedup against cuBLAS is recorded too, so a move in an honest speedup shows. Last, ncu's
+seconds after the go in evaluations whose ncu run was warmed (its first profiled range run before the
+candidate came) against those whose was not (every one-shot with its own worker): the warm range's saving.
 
 `python benchmarks/latency.py OUT.json [--rounds R] [--sweep N]`
 Figure 3 watches the file with watchfiles, which a bare GPU host lacks: add its wheels to the worker's
@@ -219,6 +221,23 @@ def summary(label: str, rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return line
 
 
+def profiler_warm_saving(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """ncu's time after the go, evaluations whose ncu run had its first range before the candidate came
+    against those whose had not (a command's own fresh worker never has), in this run: the warm range's
+    saving measured side by side, whatever GPU this is."""
+    rows = [row for part in runs.values() for row in part if row.get("ncu_after_go_s") is not None]
+    line: dict[str, Any] = {"figure": "ncu after the go, warmed against not"}
+    for name, warmed in (("warmed", True), ("not_warmed", False)):
+        seconds = [row["ncu_after_go_s"] for row in rows if bool(row.get("profiler_warmed")) is warmed]
+        line[name] = {
+            "evaluations": len(seconds),
+            "median_s": round(statistics.median(seconds), 3) if seconds else None,
+        }
+    if line["warmed"]["median_s"] is not None and line["not_warmed"]["median_s"] is not None:
+        line["saving_s"] = round(line["not_warmed"]["median_s"] - line["warmed"]["median_s"], 3)
+    return line
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
@@ -244,6 +263,7 @@ def main() -> None:
         """Keep a part's rows and figures, written at once: a later part that fails loses nothing."""
         report["runs"][name] = rows
         report["figures"] += [summary(label, rows, key) for label, key in figures]
+        report["profiler_warm"] = profiler_warm_saving(report["runs"])
         args.out.write_text(json.dumps(report, indent=2) + "\n")
 
     try:
@@ -279,6 +299,7 @@ def main() -> None:
             ("author save-to-verdict beyond build, service", "beyond_build_s"),
         )
     finally:
+        print(json.dumps(profiler_warm_saving(report["runs"])), flush=True)
         subprocess.run([sys.executable, "-c", "from workbench.cli.main import main; main()", "worker", "stop"],
                        env=env, check=False, capture_output=True)  # fmt: skip
 
