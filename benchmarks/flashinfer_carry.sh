@@ -10,12 +10,14 @@
 #
 # The modules are the ones FlashInfer's BatchDecodeWithPagedKVCacheWrapper (CUDA cores), and
 # BatchPrefillWithPagedKVCacheWrapper / BatchPrefillWithRaggedKVCacheWrapper (FA3 on Hopper) load for
-# the catalogue's GQA tasks: bf16 in and out, int32 indices, head dim 128, no RoPE, window or soft cap.
+# the catalogue's GQA tasks, and the FA3 single-sequence prefill attention forward's second baseline
+# calls (workbench/evaluate/gpu/flashinfer_baseline.py): bf16 in and out, int32 indices, head dim 128, no
+# RoPE, window or soft cap.
 # On the host: tar -xJf .fi/flashinfer_site.tar.xz -C /tmp/fisite; PYTHONPATH=/tmp/site:/tmp/fisite:$PWD;
 # FLASHINFER_CUDA_ARCH_LIST=9.0a FLASHINFER_DISABLE_JIT=1 (a module missing from the carry then fails
 # at once instead of compiling without its headers), then
-# `python3 -m workbench.evaluate.gpu.flashinfer_baseline --warm-batch` checks each against its task.
-# Needs: nvcc 13 at /usr/local/cuda, a C compiler, ninja, and the project's .venv; about 4 minutes on two cores.
+# `python3 -m workbench.evaluate.gpu.flashinfer_baseline --warm-batch` checks each against its task (and `--warm`, the single prefill against torch SDPA).
+# Needs: nvcc 13 at /usr/local/cuda, a C compiler, ninja, and the project's .venv; about 7 minutes on two cores.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 grep -qxF '/.fi/' "$root/.git/info/exclude" 2>/dev/null || echo '/.fi/' >> "$root/.git/info/exclude"
@@ -41,13 +43,18 @@ import time
 from pathlib import Path
 
 import torch
-from flashinfer.jit.attention.modules import gen_batch_decode_module, gen_batch_prefill_module
+from flashinfer.jit.attention.modules import (
+    gen_batch_decode_module,
+    gen_batch_prefill_module,
+    gen_single_prefill_module,
+)
 
 bf16, aot = torch.bfloat16, Path(sys.argv[1])
 # The arguments FlashInfer 0.7.4's wrappers pass for the GQA tasks (decode.py's and prefill.py's plan).
 specs = (
     gen_batch_decode_module(bf16, bf16, bf16, torch.int32, 128, 128, 0, False, False),
     gen_batch_prefill_module("fa3", bf16, bf16, bf16, torch.int32, 128, 128, 0, False, False, False, False),
+    gen_single_prefill_module("fa3", bf16, bf16, bf16, 128, 128, 0, False, False, False),
 )
 for spec in specs:
     started = time.perf_counter()
@@ -59,7 +66,7 @@ PY
 # Keep the Python package, the templates its module specs read, and the modules; drop kernel sources.
 data="$work/site/flashinfer/data"
 mkdir -p "$work/csrc"
-find "$data/csrc" -maxdepth 1 -type f \( -name 'batch_*' -o -name '*.jinja' -o -name '*.h' -o -name '*.cuh' \) \
+find "$data/csrc" -maxdepth 1 -type f \( -name 'batch_*' -o -name 'single_prefill*' -o -name '*.jinja' -o -name '*.h' -o -name '*.cuh' \) \
   -exec cp {} "$work/csrc/" \;
 rm -rf "$data/csrc" "$data/cutlass" "$data/cccl" "$data/spdlog" "$data/include"
 mv "$work/csrc" "$data/csrc"
