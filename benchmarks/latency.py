@@ -14,7 +14,8 @@ dynamic, the floor nothing can go below):
    a sweep pays once however long it is).
 Each figure's speedup against cuBLAS is recorded too, so a move in an honest speedup shows. Last, ncu's
 seconds after the go in evaluations whose ncu run was warmed (its first profiled range run before the
-candidate came) against those whose was not (every one-shot with its own worker): the warm range's saving.
+candidate came) against those whose was not (each row says which; a one-shot's own fresh worker is
+expected to have had no time to warm): the warm range's saving.
 
 `python benchmarks/latency.py OUT.json [--rounds R] [--sweep N]`
 Figure 3 watches the file with watchfiles, which a bare GPU host lacks: add its wheels to the worker's
@@ -223,7 +224,7 @@ def summary(label: str, rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 def profiler_warm_saving(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """ncu's time after the go, evaluations whose ncu run had its first range before the candidate came
-    against those whose had not (a command's own fresh worker never has), in this run: the warm range's
+    against those whose had not (by each row's own `profiler_warmed`), in this run: the warm range's
     saving measured side by side, whatever GPU this is."""
     rows = [row for part in runs.values() for row in part if row.get("ncu_after_go_s") is not None]
     line: dict[str, Any] = {"figure": "ncu after the go, warmed against not"}
