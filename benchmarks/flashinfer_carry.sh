@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds, on this CPU host, what FlashInfer's GQA baselines need on a bare Hopper host that cannot fetch
-# anything: .fi/flashinfer_site.tar.xz (ignored by git), about 15 MB, to carry there beside .whl.
+# Builds, on this CPU host, what FlashInfer's baselines (the GQA tasks' and attention forward's second) need on
+# a bare Hopper host that cannot fetch anything: .fi/flashinfer_site.tar.xz (ignored by git), about 15 MB,
+# to carry there beside .whl.
 #
 # Why not the wheel: flashinfer-python 0.7.4 is 101 MB (715 MB installed: kernel sources, CUTLASS, CCCL),
 # more than one device call can carry, and its kernels are compiled on first use (minutes of nvcc there).
-# So its batch decode and FA3 batch prefill modules are compiled here for sm_90a with this host's nvcc and
-# shipped as FlashInfer's own ahead-of-time modules (flashinfer/data/aot/NAME/NAME.so, which it loads
-# before trying to compile), with the Python package less its kernel sources beside them.
+# So the modules those baselines load are compiled here for sm_90a with this host's nvcc and shipped as
+# FlashInfer's own ahead-of-time modules (flashinfer/data/aot/NAME/NAME.so, which it loads before trying to
+# compile), with the Python package less its kernel sources beside them.
 #
 # The modules are the ones FlashInfer's BatchDecodeWithPagedKVCacheWrapper (CUDA cores), and
 # BatchPrefillWithPagedKVCacheWrapper / BatchPrefillWithRaggedKVCacheWrapper (FA3 on Hopper) load for
@@ -16,7 +17,8 @@
 # On the host: tar -xJf .fi/flashinfer_site.tar.xz -C /tmp/fisite; PYTHONPATH=/tmp/site:/tmp/fisite:$PWD;
 # FLASHINFER_CUDA_ARCH_LIST=9.0a FLASHINFER_DISABLE_JIT=1 (a module missing from the carry then fails
 # at once instead of compiling without its headers), then
-# `python3 -m workbench.evaluate.gpu.flashinfer_baseline --warm-batch` checks each against its task (and `--warm`, the single prefill against torch SDPA).
+# `python3 -m workbench.evaluate.gpu.flashinfer_baseline --warm-batch` checks each against its task (and
+# `--warm`, the single prefill against torch SDPA).
 # Needs: nvcc 13 at /usr/local/cuda, a C compiler, ninja, and the project's .venv; about 7 minutes on two cores.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
@@ -43,18 +45,17 @@ import time
 from pathlib import Path
 
 import torch
-from flashinfer.jit.attention.modules import (
-    gen_batch_decode_module,
-    gen_batch_prefill_module,
-    gen_single_prefill_module,
-)
+from flashinfer.jit.attention.modules import gen_batch_decode_module, gen_batch_prefill_module
+
+from workbench.evaluate.gpu.flashinfer_baseline import prefill_spec
 
 bf16, aot = torch.bfloat16, Path(sys.argv[1])
-# The arguments FlashInfer 0.7.4's wrappers pass for the GQA tasks (decode.py's and prefill.py's plan).
+# The arguments FlashInfer 0.7.4's wrappers pass for the GQA tasks (decode.py's and prefill.py's plan; the
+# wrappers choose them, so they are spelled out here), and the single prefill the baseline itself asks for.
 specs = (
     gen_batch_decode_module(bf16, bf16, bf16, torch.int32, 128, 128, 0, False, False),
     gen_batch_prefill_module("fa3", bf16, bf16, bf16, torch.int32, 128, 128, 0, False, False, False, False),
-    gen_single_prefill_module("fa3", bf16, bf16, bf16, 128, 128, 0, False, False, False),
+    prefill_spec(128),
 )
 for spec in specs:
     started = time.perf_counter()

@@ -34,7 +34,7 @@ def installed() -> bool:
     return importlib.util.find_spec("flashinfer") is not None
 
 
-def _prefill_spec(head_dim: int):
+def prefill_spec(head_dim: int):
     """FlashInfer's JIT spec of the single-sequence prefill it picks on Hopper (FA3), bf16 in and out."""
     from flashinfer.jit.attention import gen_single_prefill_module
 
@@ -54,7 +54,7 @@ def readiness(head_dim: int) -> str:
     if not installed():
         return "FlashInfer is not installed on this host"
     try:
-        ready = _marker(head_dim).is_file() and _prefill_spec(head_dim).is_compiled
+        ready = _marker(head_dim).is_file() and prefill_spec(head_dim).is_compiled
     except Exception as exc:  # noqa: BLE001 - another FlashInfer version: say so, never fail the stage
         return f"FlashInfer's prefill could not be looked up ({type(exc).__name__}: {str(exc)[:120]})"
     if not ready:
@@ -218,7 +218,7 @@ def warm(head_dims: tuple[int, ...] = (128,)) -> int:
     for head_dim in head_dims:
         started = time.perf_counter()
         try:
-            _prefill_spec(head_dim).build_and_load()
+            prefill_spec(head_dim).build_and_load()
             q, k, v = (
                 torch.randn(1, 4, 256, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(3)
             )
