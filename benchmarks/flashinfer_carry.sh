@@ -11,15 +11,15 @@
 #
 # The modules are the ones FlashInfer's BatchDecodeWithPagedKVCacheWrapper (CUDA cores), and
 # BatchPrefillWithPagedKVCacheWrapper / BatchPrefillWithRaggedKVCacheWrapper (FA3 on Hopper) load for
-# the catalogue's GQA tasks, and the FA3 single-sequence prefill attention forward's second baseline
-# calls (workbench/evaluate/gpu/flashinfer_baseline.py): bf16 in and out, int32 indices, head dim 128, no
-# RoPE, window or soft cap.
+# the catalogue's GQA tasks (head dim 128), and the FA3 single-sequence prefill attention forward's second
+# baseline calls at every head dim it serves (workbench/evaluate/gpu/flashinfer_baseline.py HEAD_DIMS: 64,
+# 128, 256): bf16 in and out, int32 indices, no RoPE, window or soft cap.
 # On the host: tar -xJf .fi/flashinfer_site.tar.xz -C /tmp/fisite; PYTHONPATH=/tmp/site:/tmp/fisite:$PWD;
 # FLASHINFER_CUDA_ARCH_LIST=9.0a FLASHINFER_DISABLE_JIT=1 (a module missing from the carry then fails
 # at once instead of compiling without its headers), then
 # `python3 -m workbench.evaluate.gpu.flashinfer_baseline --warm-batch` checks each against its task (and
 # `--warm`, the single prefill against torch SDPA).
-# Needs: nvcc 13 at /usr/local/cuda, a C compiler, ninja, and the project's .venv; about 7 minutes on two cores.
+# Needs: nvcc 13 at /usr/local/cuda, a C compiler, ninja, and the project's .venv; about 11 minutes on two cores.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 grep -qxF '/.fi/' "$root/.git/info/exclude" 2>/dev/null || echo '/.fi/' >> "$root/.git/info/exclude"
@@ -47,7 +47,7 @@ from pathlib import Path
 import torch
 from flashinfer.jit.attention.modules import gen_batch_decode_module, gen_batch_prefill_module
 
-from workbench.evaluate.gpu.flashinfer_baseline import prefill_spec
+from workbench.evaluate.gpu.flashinfer_baseline import HEAD_DIMS, prefill_spec
 
 bf16, aot = torch.bfloat16, Path(sys.argv[1])
 # The arguments FlashInfer 0.7.4's wrappers pass for the GQA tasks (decode.py's and prefill.py's plan; the
@@ -55,7 +55,7 @@ bf16, aot = torch.bfloat16, Path(sys.argv[1])
 specs = (
     gen_batch_decode_module(bf16, bf16, bf16, torch.int32, 128, 128, 0, False, False),
     gen_batch_prefill_module("fa3", bf16, bf16, bf16, torch.int32, 128, 128, 0, False, False, False, False),
-    prefill_spec(128),
+    *(prefill_spec(head_dim) for head_dim in HEAD_DIMS),
 )
 for spec in specs:
     started = time.perf_counter()

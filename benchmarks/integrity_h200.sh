@@ -11,8 +11,8 @@
 #               fetched, on every memory-bound task's references, the honest libcu++ decode and the decoy;
 #               each verdict: the decoy's must be `decoy`)
 #   flashinfer  FlashInfer's GQA baselines from the carried .fi/flashinfer_site.tar.xz (benchmarks/flashinfer_carry.sh):
-#               each batch wrapper checked against its task (--warm-batch) and the single prefill against torch SDPA
-#               (--warm), then the GQA references and the attention forward reference timed against them
+#               each batch wrapper checked against its task (--warm-batch) and the single prefill at each head dim
+#               against torch SDPA (--warm), then the GQA references and the attention forward reference timed against them
 #   warm        benchmarks/ncu_warm_overlap_probe.py (can ncu's one-time set-up run beside a PM-sampled
 #               timing loop or another profile, so that it leaves the dynamic tier?)
 # Run from the checkout root after installing the GPU wheels (see shared/tools/device-wheels).
@@ -65,8 +65,9 @@ for step in "$@"; do
       (export PYTHONPATH=/tmp/fisite:$PYTHONPATH FLASHINFER_CUDA_ARCH_LIST=9.0a FLASHINFER_DISABLE_JIT=1
        timeout 90 python3 -m workbench.evaluate.gpu.flashinfer_baseline --warm-batch >"$out/flashinfer.log" 2>&1
        echo "flashinfer warm-batch exit $?" | tee -a "$out/summary.log"
-       timeout 60 python3 -m workbench.evaluate.gpu.flashinfer_baseline --warm >>"$out/flashinfer.log" 2>&1
-       echo "flashinfer warm (single prefill) exit $?" | tee -a "$out/summary.log"
+       timeout 90 python3 -m workbench.evaluate.gpu.flashinfer_baseline --warm --head-dim 64 --head-dim 128 \
+         --head-dim 256 >>"$out/flashinfer.log" 2>&1
+       echo "flashinfer warm (single prefill, D=64/128/256) exit $?" | tee -a "$out/summary.log"
        timeout "${FLASHINFER_S:-150}" python3 -m pytest -m gpu -n 0 -v -s -p no:cacheprovider tests/gpu/test_references_suite.py \
          -k "paged_decode_reference or prefill_references" >>"$out/flashinfer.log" 2>&1
        echo "gqa references exit $?" | tee -a "$out/summary.log"
