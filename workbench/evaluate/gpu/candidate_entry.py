@@ -120,8 +120,9 @@ def empty_profiled_range() -> None:
 def await_candidate(folder: Path, parent: int, warm_range: Callable[[], None] = empty_profiled_range) -> bool:
     """Wait for the candidate (`request.json`). A `warm` file before it (the worker writes one only where
     nothing is timed or profiled, and always before the request) runs `warm_range` first, then leaves a
-    `warmed` file: Nsight Compute does about 1.1 s of set-up at a process's first range whatever it
-    holds (the H200, 3d9fae2), paid here while no candidate waits rather than after the go."""
+    `warmed` file. Meant to move Nsight Compute's one-time set-up (about 1.1 s at a process's first range
+    holding a kernel, the H200 at 3d9fae2) to where no candidate waits; measured on an H100 (171b8f3), an
+    empty range does not: ncu took as long after the go whether it ran or not."""
     warm, request = folder / "warm", folder / "request.json"
     if not wait_for(request, parent, also=warm):
         return False
