@@ -17,6 +17,7 @@ from workbench.evaluate.gpu.profile import (
     ncu_command,
     parse_instances,
     parse_raw_csv,
+    without_warm_launch,
 )
 from workbench.evaluate.gpu.trace_checks import Kernel
 from workbench.evaluate.result import DynamicStage
@@ -129,6 +130,21 @@ def test_kernels_the_candidate_does_not_define_never_count() -> None:
     alone = dynamic_stage([foreign], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper", own)
     assert alone["status"] == "dynamic_not_executed" and alone["tensor_flops"] is None
     assert "it does not define: nvjet_sm90" in alone["message"]
+
+
+# torch's fill kernel as ncu prints it with --print-kernel-base mangled (the warm range's one launch)
+FILL = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_"
+
+
+def test_the_warm_ranges_launch_leaves_the_profiled_call_only_where_it_leads() -> None:
+    (launch,) = launches("wgmma_gemm")
+    warm = {**launch, "name": FILL, "opcodes": {}, "tensor_flops": None}
+    assert without_warm_launch([warm, launch]) == [launch]
+    assert without_warm_launch([warm]) == []  # the candidate's call profiled nothing: no launch left
+    # Only the first launch can be the warm range's: a fill later in the call, or a first launch of
+    # another name, stays (one the candidate defines counts; one it does not is left out as foreign).
+    assert without_warm_launch([launch, warm]) == [launch, warm]
+    assert without_warm_launch([launch]) == [launch] and without_warm_launch([]) == []
 
 
 def test_launch_statistics_are_read_from_cells_that_print_their_instances() -> None:

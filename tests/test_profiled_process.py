@@ -20,7 +20,7 @@ from pathlib import Path
 from source_page_support import block, listing_kernels
 
 from workbench.evaluate.gpu.candidate_entry import await_candidate, wait_for
-from workbench.evaluate.gpu.profile import parse_raw_csv
+from workbench.evaluate.gpu.profile import WARM_RAN, parse_raw_csv
 from workbench.evaluate.gpu.tool_process import ProfiledProcess, await_warm
 from workbench.evaluate.gpu.worker import Worker
 
@@ -268,7 +268,7 @@ def test_the_child_runs_its_warm_range_only_when_asked_and_before_its_candidate(
     later.start()
     assert await_candidate(asked, os.getpid(), lambda: ranges.append((asked / "request.json").exists()))
     later.join()
-    assert ranges == [False] and (asked / "warmed").exists()
+    assert ranges == [False] and (asked / "warmed").read_text() == WARM_RAN
     (plain / "request.json").touch()
     assert await_candidate(plain, os.getpid(), lambda: ranges.append(True))
     assert ranges == [False] and not (plain / "warmed").exists()
@@ -280,7 +280,8 @@ def test_the_child_runs_its_warm_range_only_when_asked_and_before_its_candidate(
     failed.mkdir()
     (failed / "warm").touch()
     (failed / "request.json").touch()
-    assert await_candidate(failed, os.getpid()) and (failed / "warmed").exists()
+    # Its `warmed` file does not say it ran: the report's first launch is then the candidate's own.
+    assert await_candidate(failed, os.getpid()) and (failed / "warmed").read_text() == ""
 
 
 def test_the_next_ncu_run_in_line_warms_when_released_and_a_timing_stage_can_wait_for_it(
@@ -295,7 +296,7 @@ def test_the_next_ncu_run_in_line_warms_when_released_and_a_timing_stage_can_wai
         worker.release_spares()  # its profiled call is over: the next one in line warms, alone
         assert first.warm_asked and not second.warm_asked and worker.next_profiler() is first
         assert first.warming()
-        assert await_warm([first, second], 20) and first.warmed() and not first.warming()
+        assert await_warm([first, second], 20) and first.warmed() and first.warm_ran() and not first.warming()
         taken = worker.take_profiler("hopper")
         assert taken is first and worker.next_profiler() is second
         taken.close()

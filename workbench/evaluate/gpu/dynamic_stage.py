@@ -43,6 +43,8 @@ def run_dynamic(session: Session) -> StageRecord:
     session.worker.release_spares()
     report = profiler.report()
     launches = profile.parse_raw_csv(report)
+    if profiler.warm_ran():  # its warm range's launch leads the report
+        launches = profile.without_warm_launch(launches)
     if profiler.returncode != 0 or (not launches and "==ERROR==" in report):
         return {**base, **_profiler_failed(profiler, report)}
     stage = profile.dynamic_stage(

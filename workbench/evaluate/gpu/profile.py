@@ -224,6 +224,19 @@ def _totals(row: list[str], column: dict[str, int], metrics: dict[str, str]) -> 
     }
 
 
+# The one launch of an ncu run's warm range (`candidate_entry.warm_profiled_range`: torch's fill kernel,
+# FillFunctor in its mangled name), made before the candidate's library is loaded, so it can only lead.
+WARM_KERNEL_MARK = "FillFunctor"
+WARM_RAN = "ran"  # the child's `warmed` file says so when that kernel was launched and the range closed
+
+
+def without_warm_launch(launches: list[dict]) -> list[dict]:
+    """The profiled call's launches less the warm range's, which only the first launch can be."""
+    if launches and WARM_KERNEL_MARK in launches[0]["name"]:
+        return launches[1:]
+    return launches
+
+
 def parse_raw_csv(text: str) -> list[dict]:
     """One dict per profiled kernel launch: name, per-opcode predicate-true threads, tensor FLOPs, time."""
     start = text.find('"ID"')

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from workbench.evaluate.gpu.demangle import demangle
 from workbench.evaluate.gpu.isolation import HOLD_ENV, TOOL_ENV, CappedOutput, kill_group
-from workbench.evaluate.gpu.profile import import_commands, ncu_command, report_file
+from workbench.evaluate.gpu.profile import WARM_RAN, import_commands, ncu_command, report_file
 from workbench.evaluate.gpu.source_counters import SourcePageError, own_kernels, parse_source_page, stored
 
 SANITIZER_EXIT = 86  # compute-sanitizer's exit status when it found errors (--error-exitcode)
@@ -214,6 +214,13 @@ class ProfiledProcess(ToolProcess):
 
     def warmed(self) -> bool:
         return (self.workdir / "warmed").exists()
+
+    def warm_ran(self) -> bool:
+        """Its warm range ran through: its kernel's launch leads the report."""
+        try:
+            return (self.workdir / "warmed").read_text() == WARM_RAN
+        except OSError:
+            return False
 
     def warming(self) -> bool:
         """Its first range was asked for and is not over (nor is the process)."""
