@@ -81,7 +81,7 @@ for step in "$@"; do
     pmtiming)
       timeout "${PMTIMING_S:-90}" python3 benchmarks/pm_sampling_timing_probe.py >"$out/pm_sampling_timing.log" 2>&1
       echo "pm timing probe exit $?" | tee -a "$out/summary.log"
-      tail -6 "$out/pm_sampling_timing.log" | tee -a "$out/summary.log" ;;
+      tail -10 "$out/pm_sampling_timing.log" | tee -a "$out/summary.log" ;;
     pm)
       timeout 120 python3 benchmarks/pm_sampling_probe.py >"$out/pm_sampling.log" 2>&1
       echo "pm probe exit $?" | tee -a "$out/summary.log"

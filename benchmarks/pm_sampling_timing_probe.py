@@ -1,14 +1,18 @@
 """Does counting a timed call move its time? The timing stage samples the GPU's counters (CUPTI's PM
 sampling, `call_counters.py`) around each timed call of the candidate and not around its baselines', so
-any slowdown the sampling or its lead causes lands on the candidate's side of the speedup only.
+any change the sampling or its lead causes lands on the candidate's side of the speedup only.
 
-On the headline GEMM's workload (M=8192, N=7168, K=5120, bf16, cuBLAS through torch.matmul), three ways
-of making one call, interleaved in a rotating order, each after the same L2 flush the runner makes:
-  plain     the call alone (what a baseline call is);
-  lead      the sampler's idle lead before the call and its settle after, with no sampling;
-  sampled   the call between the judge's own `CallCounters.start()` and `stop()` (the candidate's way).
-Each call is timed by CUDA events around it. Prints each way's median and spread, and lead/plain and
-sampled/plain: the share of a counted call's time that is the counting's, not the kernel's.
+On the headline GEMM's workload (M=8192, N=7168, K=5120, bf16, cuBLAS through torch.matmul), several ways
+of making one call, interleaved in a rotating order, each after the same L2 flush and synchronise the
+runner makes (`Runner.timed_prepare`):
+  plain       the call at once (no idle GPU between the flush and the call);
+  idle_Nus    the GPU idle N microseconds first (a baseline call waits out two pipe round trips);
+  lead        the sampler's idle lead before the call and its settle after, with no sampling;
+  sampled     the call between the judge's own `CallCounters.start()` and `stop()` (the candidate's way).
+Each call is timed by CUDA events around it. Prints each way's median and spread against plain, and
+sampled against lead: the counting's own share of a counted call's time, apart from the idle gap's.
+On an H100 at 171b8f3, sampled ran 1.005x lead and both 0.95-0.96x plain: the gap, not the sampling,
+moved the time; the idle ways say from what gap on that stops mattering.
 
 `python benchmarks/pm_sampling_timing_probe.py [--calls N]` on the GPU host, cupti-python installed.
 """
@@ -24,7 +28,8 @@ import torch
 from workbench.evaluate.gpu.call_counters import LEAD_S, SETTLE_S, CallCounters
 from workbench.evaluate.gpu.runner import l2_flush_bytes
 
-WAYS = ("plain", "lead", "sampled")
+IDLE_US = (20, 50, 200, 1000)
+WAYS = ("plain", *(f"idle_{us}us" for us in IDLE_US), "lead", "sampled")
 
 
 def main() -> None:
@@ -41,12 +46,20 @@ def main() -> None:
         print("no PM sampling here:", counters.why)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times: dict[str, list[float]] = {way: [] for way in WAYS}
-    tensor_cycles: list[float] = []
+    sampled_calls = 0
+
+    def idle(seconds: float) -> None:  # a busy wait: time.sleep oversleeps at tens of microseconds
+        until = time.perf_counter() + seconds
+        while time.perf_counter() < until:
+            pass
 
     def call(way: str) -> None:
+        nonlocal sampled_calls
         flush.zero_()
         torch.cuda.synchronize()
-        if way == "lead":
+        if way.startswith("idle_"):
+            idle(int(way[5:-2]) / 1e6)
+        elif way == "lead":
             time.sleep(LEAD_S)
         elif way == "sampled":
             counters.start()
@@ -58,32 +71,32 @@ def main() -> None:
             time.sleep(SETTLE_S)
         elif way == "sampled":
             _, trimmed = counters.stop()
-            if trimmed:
-                tensor_cycles.append(next(iter(trimmed.values())))
+            sampled_calls += bool(trimmed)
         times[way].append(start.elapsed_time(end))
 
     for _ in range(10):  # warm-up: cuBLAS's choice, clocks
         for way in WAYS:
             call(way)
     times = {way: [] for way in WAYS}
+    sampled_calls = 0
     for number in range(args.calls):
         shift = number % len(WAYS)
         for way in WAYS[shift:] + WAYS[:shift]:
             call(way)
     counters.close()
-    plain = statistics.median(times["plain"])
+    medians = {way: statistics.median(values) for way, values in times.items()}
     print(
         f"device: {torch.cuda.get_device_name(0)}; {args.calls} calls each; L2 flush {flush.numel() >> 20} MiB"
     )
     for way in WAYS:
         values = times[way]
-        median = statistics.median(values)
-        spread = (max(values) - min(values)) / median
+        spread = (max(values) - min(values)) / medians[way]
         print(
-            f"{way:<8} median {median:.4f} ms  min {min(values):.4f}  max {max(values):.4f}  "
-            f"(max-min)/median {spread:.2%}  vs plain {median / plain:.4f}"
+            f"{way:<11} median {medians[way]:.4f} ms  min {min(values):.4f}  max {max(values):.4f}  "
+            f"(max-min)/median {spread:.2%}  vs plain {medians[way] / medians['plain']:.4f}"
         )
-    print(f"sampled calls with counts: {len(tensor_cycles)} of {args.calls}")
+    print(f"sampled against lead: {medians['sampled'] / medians['lead']:.4f}")
+    print(f"sampled calls with counts: {sampled_calls} of {args.calls}")
 
 
 if __name__ == "__main__":
