@@ -102,10 +102,19 @@ JUDGE_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
             "counts": {"tensor_cycles": 135_468_048.0, "fma_instructions": 13_080_000.0},
             "trimmed": {"tensor_cycles": 134_217_728.0, "fma_instructions": 13_074_432.0},
             "why": "",
+            "parts_s": {"start": 0.002, "lead": 0.0001, "settle": 0.00005, "stop": 0.003, "decode": 0.001},
         },
         "counters_stop",
     ),
-    ({"counts": {}, "trimmed": {}, "why": "a call gave 1 samples (70 made room for)"}, "counters_stop"),
+    (
+        {
+            "counts": {},
+            "trimmed": {},
+            "why": "a call gave 1 samples (70 made room for)",
+            "parts_s": {"start": 0.002},
+        },
+        "counters_stop",
+    ),
     ({"ok": True}, "counters_close"),
 ]
 

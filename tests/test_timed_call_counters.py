@@ -6,7 +6,9 @@ b594700_h200.log): wgmma 134,217,728 tensor-pipe cycles, mma.sync 201,326,592, a
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from ncu_support import stand_in_ncu
 
@@ -17,7 +19,7 @@ from workbench.evaluate.gpu.agreement import (
     counter_disagreements,
     counters_against_timed,
 )
-from workbench.evaluate.gpu.call_counters import CallCounters
+from workbench.evaluate.gpu.call_counters import LEAD_S, SETTLE_S, CallCounters
 from workbench.evaluate.gpu.profile import counter_metrics, ncu_command, parse_raw_csv
 from workbench.evaluate.gpu.worker import Worker
 
@@ -191,3 +193,38 @@ def test_without_pm_sampling_the_calls_are_not_counted_and_the_reason_is_kept() 
     counters.start()
     assert counters.stop() == ({}, {})
     counters.close()
+
+
+class _Samples(list):
+    """cupti-python's decoded samples, as `CallCounters.stop` reads them."""
+
+    @property
+    def num_completed_samples(self) -> int:
+        return len(self)
+
+
+class _StandInCollector:
+    """cupti-python's PM-sampling collector (no GPU here): a slow stop and decode, three samples."""
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        time.sleep(0.02)
+
+    def decode(self, max_samples: int) -> _Samples:
+        time.sleep(0.01)
+        return _Samples(SimpleNamespace(metric_values=[float(i), 2.0 * i]) for i in (5, 1, 2))
+
+
+def test_each_counted_call_says_where_the_judges_time_around_it_went() -> None:
+    counters = CallCounters(0)
+    counters.collector = _StandInCollector()
+    counters.start()
+    window, trimmed = counters.stop()
+    assert window == dict(zip(COUNTERS, (8.0, 16.0), strict=True))
+    assert trimmed == dict(zip(COUNTERS, (3.0, 6.0), strict=True))  # less the first sample
+    parts = counters.parts_s
+    assert list(parts) == ["start", "lead", "settle", "stop", "decode"]
+    assert parts["lead"] >= LEAD_S and parts["settle"] >= SETTLE_S
+    assert parts["stop"] >= 0.02 and parts["decode"] >= 0.01 and parts["start"] < 0.02

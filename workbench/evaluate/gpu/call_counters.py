@@ -33,6 +33,9 @@ class CallCounters:
         self.collector: object | None = None
         self.why = ""
         self.started = 0.0  # when the call's part of the window began (after the lead)
+        # The last call's seconds by part (CUPTI's start, the lead, the settle, CUPTI's stop, the decode):
+        # where a counted call's cost goes.
+        self.parts_s: dict[str, float] = {}
         try:
             from cupti import pm_sampling
 
@@ -55,24 +58,33 @@ class CallCounters:
 
     def start(self) -> None:
         if self.collector is not None:
+            began = time.perf_counter()
             self.collector.start()  # type: ignore[attr-defined]
+            started = time.perf_counter()
             time.sleep(LEAD_S)  # the first sample, with what came before the start, is taken
             self.started = time.perf_counter()
+            self.parts_s = {"start": started - began, "lead": self.started - started}
 
     def stop(self) -> tuple[dict[str, float], dict[str, float]]:
         """The counters summed over the window's samples, and over all but its first; both empty where
         sampling failed."""
         if self.collector is None:
             return {}, {}
+        settling = time.perf_counter()
         time.sleep(SETTLE_S)
+        stopping = time.perf_counter()
         # Room for every sample the call's time can hold: a sample left out would undercount it.
-        room = int((time.perf_counter() - self.started) * 1e9 / SAMPLING_INTERVAL_NS) + 64
+        room = int((stopping - self.started) * 1e9 / SAMPLING_INTERVAL_NS) + 64
         try:
             self.collector.stop()  # type: ignore[attr-defined]
+            decoding = time.perf_counter()
             samples = self.collector.decode(max_samples=room)  # type: ignore[attr-defined]
         except Exception as exc:  # noqa: BLE001 - a call's samples lost: this call is not compared
             self.why = f"a call's samples could not be read ({type(exc).__name__}: {str(exc)[:160]})"
             return {}, {}
+        self.parts_s.update(
+            settle=stopping - settling, stop=decoding - stopping, decode=time.perf_counter() - decoding
+        )
         if samples.num_completed_samples >= room or samples.num_completed_samples < 2:
             self.why = f"a call gave {samples.num_completed_samples} samples ({room} made room for)"
             return {}, {}

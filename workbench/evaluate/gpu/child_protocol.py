@@ -271,6 +271,7 @@ class CallCounts(TypedDict):
     counts: dict[str, float]  # one candidate call's window, every sample; empty where samples were lost
     trimmed: dict[str, float]  # the same less the first sample (what came before the start)
     why: str
+    parts_s: dict[str, float]  # the judge's seconds around this call by part (CallCounters.parts_s)
 
 
 class Unreadable(TypedDict):

@@ -261,9 +261,14 @@ class Judge:
 
     def counters_stop(self, request: dict) -> dict:
         if self.counters is None:
-            return {"counts": {}, "trimmed": {}, "why": "no sampling was opened"}
+            return {"counts": {}, "trimmed": {}, "why": "no sampling was opened", "parts_s": {}}
         window, trimmed = self.counters.stop()
-        return {"counts": window, "trimmed": trimmed, "why": self.counters.why}
+        return {
+            "counts": window,
+            "trimmed": trimmed,
+            "why": self.counters.why,
+            "parts_s": self.counters.parts_s,
+        }
 
     def counters_close(self, request: dict) -> dict:
         if self.counters is not None:

@@ -42,6 +42,7 @@ class TimedRounds:
         self.counts_why = ""
         self.counters_s = 0.0  # the judge's requests around the counted calls (lead and settle included)
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
+        self.counter_parts: dict[str, float] = {}  # counters_s by the judge's own parts (CallCounters')
 
     def call(self, entrant: str, keep: bool) -> int:
         """One call of `entrant`, prepared off the clock and timed around the runner's answer: its seed."""
@@ -68,6 +69,8 @@ class TimedRounds:
             self.counts.append(reply["counts"])
             self.trimmed.append(reply["trimmed"])
             self.counts_why = self.counts_why or reply["why"]
+            for part, seconds in reply["parts_s"].items():
+                self.counter_parts[part] = self.counter_parts.get(part, 0.0) + seconds
         if keep:
             self.walls[entrant].append(wall_ms)
         return seed
@@ -147,6 +150,7 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
     parts["checks"] = round(rounds.checks_s, 4)  # within timed_rounds
     parts["counters"] = round(rounds.counters_s, 4)  # within timed_rounds too
     parts.update({f"checks.{part}": round(seconds, 4) for part, seconds in rounds.check_parts.items()})
+    parts.update({f"counters.{part}": round(seconds, 4) for part, seconds in rounds.counter_parts.items()})
     stage.update(warmup=rounds.rounds, l2_flush_bytes=ended.get("l2_flush_bytes"), parts_s=parts)
     _record_checked(stage, checked, bad)
     session.timed_calls = [window.kernels for window in trace.labelled("call:candidate")]
