@@ -225,6 +225,6 @@ def test_each_counted_call_says_where_the_judges_time_around_it_went() -> None:
     assert window == dict(zip(COUNTERS, (8.0, 16.0), strict=True))
     assert trimmed == dict(zip(COUNTERS, (3.0, 6.0), strict=True))  # less the first sample
     parts = counters.parts_s
-    assert list(parts) == ["start", "lead", "settle", "stop", "decode"]
+    assert list(parts) == ["start", "lead", "settle", "stop", "decode", "evaluate"]
     assert parts["lead"] >= LEAD_S and parts["settle"] >= SETTLE_S
     assert parts["stop"] >= 0.02 and parts["decode"] >= 0.01 and parts["start"] < 0.02

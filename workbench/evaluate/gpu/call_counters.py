@@ -33,8 +33,8 @@ class CallCounters:
         self.collector: object | None = None
         self.why = ""
         self.started = 0.0  # when the call's part of the window began (after the lead)
-        # The last call's seconds by part (CUPTI's start, the lead, the settle, CUPTI's stop, the decode):
-        # where a counted call's cost goes.
+        # The last call's seconds by part (CUPTI's start, the lead, the settle, CUPTI's stop, the decode,
+        # the samples' evaluation): where a counted call's cost goes.
         self.parts_s: dict[str, float] = {}
         try:
             from cupti import pm_sampling
@@ -82,13 +82,13 @@ class CallCounters:
         except Exception as exc:  # noqa: BLE001 - a call's samples lost: this call is not compared
             self.why = f"a call's samples could not be read ({type(exc).__name__}: {str(exc)[:160]})"
             return {}, {}
-        self.parts_s.update(
-            settle=stopping - settling, stop=decoding - stopping, decode=time.perf_counter() - decoding
-        )
+        decoded = time.perf_counter()
+        self.parts_s.update(settle=stopping - settling, stop=decoding - stopping, decode=decoded - decoding)
         if samples.num_completed_samples >= room or samples.num_completed_samples < 2:
             self.why = f"a call gave {samples.num_completed_samples} samples ({room} made room for)"
             return {}, {}
-        values = [list(sample.metric_values) for sample in samples]
+        values = [list(sample.metric_values) for sample in samples]  # each sample evaluated on the host
+        self.parts_s["evaluate"] = time.perf_counter() - decoded
         return _summed(values), _summed(values[1:])
 
     def close(self) -> None:
