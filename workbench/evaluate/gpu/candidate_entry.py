@@ -118,7 +118,7 @@ def warm_profiled_range() -> None:
     marker = torch.empty(1, device="cuda")
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
-    marker.fill_(0.0)
+    marker.fill_(1.0)  # not 0: a kernel whatever path a zero fill might take
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()
 
