@@ -264,7 +264,9 @@ class TimingStage(StageBase):
         default_factory=dict,
         description="the stage's wall seconds by part: warm_up, timed_rounds (of which checks: the judge "
         "reading every timed call's outputs, and within it checks.draw, .copy, .inputs, .library, "
-        ".reference and .compare as the judge timed them), collect (the trace), statistics",
+        ".reference and .compare as the judge timed them; counters: sampling the candidate's calls, by "
+        "the judge's counters.start, .lead, .settle, .stop, .decode and .evaluate; gap.ENTRANT: each "
+        "entrant's kept calls' waits between its L2 flush and its call), collect (the trace), statistics",
     )
 
 

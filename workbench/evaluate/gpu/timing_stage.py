@@ -43,6 +43,9 @@ class TimedRounds:
         self.counters_s = 0.0  # the judge's requests around the counted calls (lead and settle included)
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
         self.counter_parts: dict[str, float] = {}  # counters_s by the judge's own parts (CallCounters')
+        self.gaps: dict[
+            str, float
+        ] = {}  # kept calls' seconds between the prepare's answer and the call, by entrant
 
     def call(self, entrant: str, keep: bool) -> int:
         """One call of `entrant`, prepared off the clock and timed around the runner's answer: its seed."""
@@ -52,6 +55,7 @@ class TimedRounds:
         session.ask_runner(
             {"cmd": "timing_prepare", "entrant": entrant, "seed": seed}, "timing: preparing a call"
         )
+        prepared = time.perf_counter()  # the runner has flushed L2 and synchronised: the GPU idles from here
         counted = keep and self.counting and entrant == "candidate"
         if counted:
             opened = time.perf_counter()
@@ -73,6 +77,9 @@ class TimedRounds:
                 self.counter_parts[part] = self.counter_parts.get(part, 0.0) + seconds
         if keep:
             self.walls[entrant].append(wall_ms)
+            # Every entrant's wait between its flush and its call, summed: a counted call waits longer
+            # (the sampler's start and lead), and an idle GPU speeds the next call (2026-12-06, H100).
+            self.gaps[entrant] = self.gaps.get(entrant, 0.0) + began - prepared
         return seed
 
     def round(self, number: int, keep: bool) -> int:
@@ -151,6 +158,7 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
     parts["counters"] = round(rounds.counters_s, 4)  # within timed_rounds too
     parts.update({f"checks.{part}": round(seconds, 4) for part, seconds in rounds.check_parts.items()})
     parts.update({f"counters.{part}": round(seconds, 4) for part, seconds in rounds.counter_parts.items()})
+    parts.update({f"gap.{entrant}": round(seconds, 6) for entrant, seconds in rounds.gaps.items()})  # us
     stage.update(warmup=rounds.rounds, l2_flush_bytes=ended.get("l2_flush_bytes"), parts_s=parts)
     _record_checked(stage, checked, bad)
     session.timed_calls = [window.kernels for window in trace.labelled("call:candidate")]
