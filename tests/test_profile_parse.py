@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ncu_support import FILL
+
 from workbench.evaluate.build.sass import FAMILIES
 from workbench.evaluate.gpu.agreement import agreement
 from workbench.evaluate.gpu.profile import (
@@ -130,10 +132,6 @@ def test_kernels_the_candidate_does_not_define_never_count() -> None:
     alone = dynamic_stage([foreign], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper", own)
     assert alone["status"] == "dynamic_not_executed" and alone["tensor_flops"] is None
     assert "it does not define: nvjet_sm90" in alone["message"]
-
-
-# torch's fill kernel as ncu prints it with --print-kernel-base mangled (the warm range's one launch)
-FILL = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_"
 
 
 def test_the_warm_ranges_launch_leaves_the_profiled_call_only_where_it_leads() -> None:

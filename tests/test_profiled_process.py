@@ -9,6 +9,7 @@ prints the pages `ncu -i` is asked for). Everything else is the real code.
 
 from __future__ import annotations
 
+import csv
 import io
 import os
 import subprocess
@@ -17,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from ncu_support import FILL
 from source_page_support import block, listing_kernels
 
 from workbench.evaluate.gpu.candidate_entry import await_candidate, wait_for
@@ -106,6 +108,43 @@ def test_the_candidate_and_the_go_signal_reach_the_waiting_run_and_its_page_come
     finally:
         run.close()
     assert not workdir.exists()
+
+
+def _report_led_by_the_fill(folder: Path) -> Path:
+    """The recorded raw page with the warm range's fill as launch 0 and the candidate's GEMM as launch 1."""
+    text = (DATA / "wgmma_gemm_m256_raw_details.csv").read_text()
+    start = text.find('"ID"')
+    rows = list(csv.reader(io.StringIO(text[start:])))
+    header, units, gemm = rows
+    at = {name: index for index, name in enumerate(header)}
+    fill = [""] * len(header)
+    fill[at["ID"]], fill[at["Kernel Name"]] = "0", FILL
+    gemm = [*gemm]
+    gemm[at["ID"]] = "1"
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows([header, units, fill, gemm])
+    page = folder / "warmed_raw.csv"
+    page.write_text(text[:start] + out.getvalue())
+    return page
+
+
+def test_a_warmed_runs_fill_leaves_the_profiled_call_and_the_candidates_launch_stays(tmp_path: Path) -> None:
+    ncu = stand_in(tmp_path, str(_report_led_by_the_fill(tmp_path)))
+    for warm in (True, False):
+        run = ProfiledProcess(ncu, "hopper", ["python", "-m", "workbench.evaluate.gpu.candidate_entry"])
+        try:
+            if warm:
+                run.warm()
+                assert await_warm([run], 20) and run.warm_ran()
+            run.submit("/tmp/kernel.so", {"axes": {"M": 256}})
+            run.go()
+            assert run.wait(20) and run.returncode == 0
+            names = [launch["name"] for launch in run.call_launches(run.report())]
+        finally:
+            run.close()
+        gemm = "wgmma_gemm_kernel(CUtensorMap_st, CUtensorMap_st, __nv_bfloat16 *, int, int, int)"
+        # Unwarmed, a leading fill is not the worker's: it stays (and the tier leaves it out as foreign).
+        assert names == ([gemm] if warm else [FILL, gemm])
 
 
 def test_with_source_counters_both_pages_are_printed_from_the_report_in_the_tools_own_folder(

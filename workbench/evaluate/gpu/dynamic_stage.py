@@ -42,9 +42,7 @@ def run_dynamic(session: Session) -> StageRecord:
     # report is read (a context made during the replay slowed ncu by as much as it saved, on the H200).
     session.worker.release_spares()
     report = profiler.report()
-    launches = profile.parse_raw_csv(report)
-    if profiler.warm_ran():  # its warm range's launch leads the report
-        launches = profile.without_warm_launch(launches)
+    launches = profiler.call_launches(report)
     if profiler.returncode != 0 or (not launches and "==ERROR==" in report):
         return {**base, **_profiler_failed(profiler, report)}
     stage = profile.dynamic_stage(

@@ -24,7 +24,14 @@ from pathlib import Path
 
 from workbench.evaluate.gpu.demangle import demangle
 from workbench.evaluate.gpu.isolation import HOLD_ENV, TOOL_ENV, CappedOutput, kill_group
-from workbench.evaluate.gpu.profile import WARM_RAN, import_commands, ncu_command, report_file
+from workbench.evaluate.gpu.profile import (
+    WARM_RAN,
+    import_commands,
+    ncu_command,
+    parse_raw_csv,
+    report_file,
+    without_warm_launch,
+)
 from workbench.evaluate.gpu.source_counters import SourcePageError, own_kernels, parse_source_page, stored
 
 SANITIZER_EXIT = 86  # compute-sanitizer's exit status when it found errors (--error-exitcode)
@@ -221,6 +228,11 @@ class ProfiledProcess(ToolProcess):
             return (self.workdir / "warmed").read_text() == WARM_RAN
         except OSError:
             return False
+
+    def call_launches(self, report: str) -> list[dict]:
+        """The profiled call's launches in `report` (its raw page), less the warm range's where it ran."""
+        launches = parse_raw_csv(report)
+        return without_warm_launch(launches) if self.warm_ran() else launches
 
     def warming(self) -> bool:
         """Its first range was asked for and is not over (nor is the process)."""
