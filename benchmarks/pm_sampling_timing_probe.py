@@ -9,8 +9,9 @@ runner makes (`Runner.timed_prepare`):
   idle_Nus    the GPU idle N microseconds first (a baseline call waits out two pipe round trips);
   lead        the sampler's idle lead before the call and its settle after, with no sampling;
   sampled     the call between the judge's own `CallCounters.start()` and `stop()` (the candidate's way).
-Each call is timed by CUDA events around it. Prints each way's median and spread against plain, and
-sampled against lead: the counting's own share of a counted call's time, apart from the idle gap's.
+Each call is timed by CUDA events around it. Prints each way's median and spread against plain,
+sampled against lead (the counting's own share of a counted call's time, apart from the idle gap's), and
+the sampler's own milliseconds per call by part (`CallCounters.parts_s`).
 On an H100 at 171b8f3, sampled ran 1.005x lead and both 0.95-0.96x plain: the gap, not the sampling,
 moved the time; the idle ways say from what gap on that stops mattering.
 
@@ -47,6 +48,7 @@ def main() -> None:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times: dict[str, list[float]] = {way: [] for way in WAYS}
     sampled_calls = 0
+    parts: dict[str, list[float]] = {}  # the judge's milliseconds around each sampled call, by part
 
     def idle(seconds: float) -> None:  # a busy wait: time.sleep oversleeps at tens of microseconds
         until = time.perf_counter() + seconds
@@ -72,6 +74,8 @@ def main() -> None:
         elif way == "sampled":
             _, trimmed = counters.stop()
             sampled_calls += bool(trimmed)
+            for part, seconds in counters.parts_s.items():
+                parts.setdefault(part, []).append(seconds * 1e3)
         times[way].append(start.elapsed_time(end))
 
     for _ in range(10):  # warm-up: cuBLAS's choice, clocks
@@ -79,6 +83,7 @@ def main() -> None:
             call(way)
     times = {way: [] for way in WAYS}
     sampled_calls = 0
+    parts.clear()
     for number in range(args.calls):
         shift = number % len(WAYS)
         for way in WAYS[shift:] + WAYS[:shift]:
@@ -97,6 +102,10 @@ def main() -> None:
         )
     print(f"sampled against lead: {medians['sampled'] / medians['lead']:.4f}")
     print(f"sampled calls with counts: {sampled_calls} of {args.calls}")
+    print(
+        "the sampler's ms per call by part (median):",
+        {p: round(statistics.median(v), 3) for p, v in parts.items()},
+    )
 
 
 if __name__ == "__main__":
