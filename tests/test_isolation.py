@@ -48,6 +48,24 @@ def test_a_well_behaved_child_answers_every_request() -> None:
     assert not child.alive()
 
 
+def test_a_request_asked_now_is_answered_later_and_its_nonce_still_checked() -> None:
+    child = start('channel.write({"echo": action, "nonce": request["nonce"] if action != "other" else "x"})')
+    try:
+        asked = child.ask({"do": "slow"})
+        time.sleep(0.3)  # the parent works on meanwhile: the reply waits on the pipe
+        reply = child.answer(asked, 10)
+        assert reply.data is not None and reply.data["echo"] == "slow" and not reply.forged
+        assert child.request({"do": "next"}, 10).data["echo"] == "next"  # the channel is in step
+        other = child.answer(child.ask({"do": "other"}), 10)  # a reply that does not echo its nonce
+        assert other.data is not None and other.forged
+    finally:
+        child.close()
+    gone = start("os._exit(3)")
+    asked = gone.ask({"do": "it"})
+    assert gone.answer(asked, 30).exit_description == "exited with status 3"
+    gone.close()
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [

@@ -197,6 +197,16 @@ def test_one_wrong_call_among_the_timed_ones_is_caught_every_time(worker, librar
     assert [t["passed"] for t in timing["checked_calls"]] == [False]
 
 
+def test_a_warm_up_that_fails_leaves_the_judge_in_step_for_the_next_candidate(worker, libraries) -> None:
+    # Calls 1-4 are the trials, 5 the warm-up's first: it hangs while the judge sets up the sampling beside
+    # it, and the judge's answer must still be read, or the next candidate's first request gets it.
+    hung = worker.evaluate(build_cpu({"HANG_ON_CALL": "5"}, libraries), timeouts={"call_s": 2.0})["stages"]
+    assert hung["correctness"]["status"] == "passed"
+    assert hung["timing"]["status"] == "timeout", hung["timing"]["message"]
+    after = worker.evaluate(build_cpu({}, libraries))["stages"]
+    assert after["timing"]["status"] == "passed", after["timing"]["message"]
+
+
 def test_the_door_to_the_interpreter_passes_the_link_check(libraries) -> None:
     """Why the run-time layers exist: this library imports nothing but strlen, memcmp and strcmp."""
     library = build_cpu({"PAYLOAD": c_string(PAYLOADS["patch_harness"])}, libraries)

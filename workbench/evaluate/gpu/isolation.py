@@ -140,6 +140,15 @@ class Reply:
         return self.data is not None
 
 
+@dataclass(frozen=True)
+class Asked:
+    """A request sent and not yet answered: its nonce, whether a line was already waiting, whether it went."""
+
+    nonce: str
+    stale: bool
+    sent: bool
+
+
 class Child:
     """A child process speaking JSON lines on private pipes, in its own process group."""
 
@@ -229,15 +238,24 @@ class Child:
     def request(self, message: dict, timeout_s: float) -> Reply:
         """Send `message` with a fresh nonce; the reply must echo it and be the only line waiting. Anything
         else on the channel was written by someone other than the harness: the reply is `forged`."""
+        return self.answer(self.ask(message), timeout_s)
+
+    def ask(self, message: dict) -> Asked:
+        """`request`'s first half: `message` sent with a fresh nonce, its reply read by `answer` (nothing
+        else may be asked of this child in between)."""
         nonce = secrets.token_hex(16)
-        stale = self._buffer
-        if not self.send({**message, "nonce": nonce}):
+        stale = bool(self._buffer)
+        return Asked(nonce, stale, self.send({**message, "nonce": nonce}))
+
+    def answer(self, asked: Asked, timeout_s: float) -> Reply:
+        """`request`'s second half: the reply to `asked`, waiting at most `timeout_s`."""
+        if not asked.sent:
             self.process.wait(timeout=10)
             return Reply(
                 None, exit_description=describe_exit(self.process.returncode), evidence=self.evidence()
             )
         reply = self.receive(timeout_s)
-        if reply.data is not None and (stale or self._buffer or reply.data.get("nonce") != nonce):
+        if reply.data is not None and (asked.stale or self._buffer or reply.data.get("nonce") != asked.nonce):
             reply.forged = True
         return reply
 

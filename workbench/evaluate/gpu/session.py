@@ -2,14 +2,16 @@
 
 `begin` starts or takes the candidate's processes, sets up the judge and loads the candidate; `stage` runs
 one tier (`correctness_stage.py`, `timing_stage.py`, `dynamic_stage.py`); `end` closes what is the
-candidate's. Every message to the runner and the judge goes through `ask_runner` and `ask_judge`, which
-check it and its answer against `protocol.py` and turn a failed answer into the stage's status.
+candidate's. Every message to the runner and the judge goes through `ask_runner` and `ask_judge` (or
+`ask_judge_beside`, for one that reads nothing of the candidate and may run while the runner goes on),
+which check it and its answer against `protocol.py` and turn a failed answer into the stage's status.
 Standard library only, like the worker.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -62,6 +64,8 @@ class WorkerServices(Protocol):
     def take_sanitizer(self) -> SanitizedProcess: ...
 
     def judge_request(self, device: str, message: JudgeCommand, timeout_s: float) -> dict[str, Any]: ...
+
+    def judge_beside(self, device: str, message: JudgeCommand) -> Callable[[float], dict[str, Any]]: ...
 
     def warm_spare(self, device: str, held: bool = False) -> None: ...
 
@@ -301,6 +305,14 @@ class Session:
         finally:
             self.runner.resume()
         return self._judge_answer(message, reply)
+
+    def ask_judge_beside(self, message: JudgeCommand) -> Callable[[], dict[str, Any]]:
+        """A judge request that reads nothing of the candidate, sent now while the runner goes on (it is
+        not stopped): the function that waits for its checked answer. Nothing else may be asked of the
+        judge before it is called."""
+        answer = self.worker.judge_beside(self.device, message)
+        timeout_s = self.limits.start_s + 10 * self.call_s
+        return lambda: self._judge_answer(message, answer(timeout_s))
 
     def _judge_answer(self, message: JudgeCommand, reply: dict[str, Any]) -> dict[str, Any]:
         if reply.get("error"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 from workbench.evaluate.gpu.agreement import SampledCalls
@@ -129,11 +130,21 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
     try:
         started = session.ask_runner({"cmd": "timing_start"}, "timing")
         rounds = TimedRounds(session, started.get("baselines") or [], bool(started.get("empty_call")))
-        per_round = rounds.warm_up(warmup)
+        # CUPTI's set-up of the sampling (~0.3 s on the H100, 171b8f3) runs in the judge beside the warm-up,
+        # which asks nothing of the judge.
+        opening = session.ask_judge_beside({"cmd": "counters_open"})
+        try:
+            per_round = rounds.warm_up(warmup)
+            session.ask_runner({"cmd": "timing_start"}, "timing")  # the warm-up's records are not kept
+        except StageFailed:
+            _close_counters(session, opening)
+            raise
         count = timed_iterations(iterations, per_round, session.pace["timed_s"], MAX_ITERATIONS)
-        session.ask_runner({"cmd": "timing_start"}, "timing")  # the warm-up's records are not kept
         clock.mark("warm_up")
-        opened = session.ask_judge({"cmd": "counters_open"})
+        opened = opening()
+        if not opened["ok"] and session.device != "cpu":
+            # Not set up beside the warm-up: once more alone, as before it was moved there.
+            opened = session.ask_judge({"cmd": "counters_open"})
         rounds.counting, rounds.counts_why = bool(opened["ok"]), opened["why"]
         clock.mark("counters_open")
         try:
@@ -166,6 +177,14 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
         if stage.get("message"):
             stage["message"] += f" [{note}]"
     return stage
+
+
+def _close_counters(session: Session, opening: Callable[[], dict[str, Any]]) -> None:
+    """After a warm-up that failed: the judge's answer read (its channel stays in step) and any sampling
+    it opened closed, so the monitors are Nsight Compute's for the dynamic tier."""
+    with contextlib.suppress(StageFailed):
+        opening()
+        session.ask_judge({"cmd": "counters_close"})
 
 
 def _record_checked(stage: StageRecord, checked: list[dict[str, Any]], bad: dict[str, Any] | None) -> None:

@@ -36,6 +36,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import IO, Any, cast
 
 from workbench.evaluate.gpu import sandbox
@@ -165,24 +166,35 @@ class Worker:
     def judge_request(self, device: str, message: JudgeCommand, timeout_s: float) -> dict[str, Any]:
         """A request to this device's judge (started on first use, restarted if it died): its answer, or
         `{"error"}` saying why there is none."""
+        return self.judge_beside(device, message)(timeout_s)
+
+    def judge_beside(self, device: str, message: JudgeCommand) -> Callable[[float], dict[str, Any]]:
+        """`judge_request` sent now and answered later: the function that waits (at most its argument)
+        for the answer. Nothing else may be asked of this judge before it is called."""
         judge = self.judges.get(device)
         if judge is None or not judge.alive():
             judge = Child(judge_argv(), env={"PTXWB_DEVICE": device})
             ready = judge.receive(TimeLimits().start_s)
             if not ready.ok:
                 judge.close()
-                return {
+                error = {
                     "error": f"the judge did not start: {ready.exit_description} {ready.evidence}".strip()
                 }
+                return lambda _timeout_s: error
             self.judges[device] = judge
-        reply = judge.request(encode_judge(message), timeout_s)
-        if not reply.ok:
-            judge.close()
-            self.judges.pop(device, None)
-            return {
-                "error": f"the judge {reply.exit_description or 'gave no answer'} {reply.evidence}".strip()
-            }
-        return reply.data or {}
+        asked = judge.ask(encode_judge(message))
+
+        def answer(timeout_s: float) -> dict[str, Any]:
+            reply = judge.answer(asked, timeout_s)
+            if not reply.ok:
+                judge.close()
+                self.judges.pop(device, None)
+                return {
+                    "error": f"the judge {reply.exit_description or 'gave no answer'} {reply.evidence}".strip()
+                }
+            return reply.data or {}
+
+        return answer
 
     def take_profiler(
         self, target: str, required: str = "", source_counters: bool = False
