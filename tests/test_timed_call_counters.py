@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from ncu_support import stand_in_ncu
 
@@ -194,8 +195,16 @@ def test_without_pm_sampling_the_calls_are_not_counted_and_the_reason_is_kept() 
     counters.close()
 
 
+class _Samples(list):
+    """cupti-python's decoded samples, as `CallCounters.stop` reads them."""
+
+    @property
+    def num_completed_samples(self) -> int:
+        return len(self)
+
+
 class _StandInCollector:
-    """cupti-python's PM-sampling collector (no GPU here): a slow start and stop."""
+    """cupti-python's PM-sampling collector (no GPU here): a slow start, stop and decode, three samples."""
 
     def start(self) -> None:
         time.sleep(0.03)
@@ -203,33 +212,16 @@ class _StandInCollector:
     def stop(self) -> None:
         time.sleep(0.02)
 
-
-class _StandInReader:
-    """The judge's reader of the collector's buffer: a slow decode of three samples, then their values."""
-
-    def __init__(self) -> None:
-        self.rooms: list[int] = []
-
-    def decode(self, room: int) -> tuple[object, int]:
+    def decode(self, max_samples: int) -> _Samples:
         time.sleep(0.01)
-        self.rooms.append(room)
-        return "image", 3
-
-    def evaluate(self, image: object, completed: int) -> list[list[float]]:
-        assert image == "image" and completed == 3
-        return [[float(i), 2.0 * i] for i in (5, 1, 2)]
-
-    def close(self) -> None:
-        pass
+        return _Samples(SimpleNamespace(metric_values=[float(i), 2.0 * i]) for i in (5, 1, 2))
 
 
 def test_each_counted_call_says_where_the_judges_time_around_it_went() -> None:
     counters = CallCounters(0)
-    reader = _StandInReader()
-    counters.collector, counters.reader = _StandInCollector(), reader
+    counters.collector = _StandInCollector()
     counters.start()
     window, trimmed = counters.stop()
-    assert reader.rooms and reader.rooms[0] >= 64  # room for every sample the window can hold
     assert window == dict(zip(COUNTERS, (8.0, 16.0), strict=True))
     assert trimmed == dict(zip(COUNTERS, (3.0, 6.0), strict=True))  # less the first sample
     parts = counters.parts_s
