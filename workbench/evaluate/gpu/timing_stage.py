@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,10 +23,11 @@ from workbench.evaluate.gpu.trace_checks import attribute
 
 MAX_ITERATIONS = 400
 RECORDED_CALLS = 3  # checked timed calls kept in the verdict when all passed
-# Every kept call waits at least this long after its flush: an idle GPU speeds the next call once the
-# flush's write-back has drained (the headline GEMM's cuBLAS call 0.941x after 20 us idle, 0.935x after
-# 50 us, 0.934x after 200 us and 1 ms; H100, 474de3c), and a counted call waits about 1 ms for the
-# sampler anyway. So no entrant's time holds more of the drain than another's.
+# Every kept call waits at least this long after its flush, and as long as the counted calls do: an
+# idle GPU speeds the next call once the flush's write-back has drained (the headline GEMM's cuBLAS call
+# 0.941x after 20 us idle, 0.935x after 50 us, 0.934x after 200 us and 1 ms on one H100 at 474de3c;
+# 0.936x after 200 us but 0.951x after 1 ms on another at 2ddbc51), and a counted call waits about 1 ms
+# for the sampler's start. So every entrant's calls follow the same idle.
 IDLE_S = 200e-6
 
 
@@ -49,6 +51,7 @@ class TimedRounds:
         self.counters_s = 0.0  # the judge's requests around the counted calls (lead and settle included)
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
         self.counter_parts: dict[str, float] = {}  # counters_s by the judge's own parts (CallCounters')
+        self.counted_gaps: list[float] = []  # each counted call's wait between its flush and its call
         self.gaps: dict[
             str, float
         ] = {}  # kept calls' seconds between the prepare's answer and the call, by entrant
@@ -68,7 +71,7 @@ class TimedRounds:
             session.ask_judge({"cmd": "counters_start"})
             self.counters_s += time.perf_counter() - opened
         if keep:
-            _idle_until(prepared + IDLE_S)
+            _idle_until(prepared + idle_target(self.counted_gaps))
         began = time.perf_counter()
         session.ask_runner(
             {"cmd": "timing_call", "entrant": entrant}, f"timed call of {self.names.get(entrant, entrant)}"
@@ -85,9 +88,11 @@ class TimedRounds:
                 self.counter_parts[part] = self.counter_parts.get(part, 0.0) + seconds
         if keep:
             self.walls[entrant].append(wall_ms)
-            # Every entrant's wait between its flush and its call, summed: a counted call waits longer
-            # (the sampler's start and lead), and an idle GPU speeds the next call (2026-12-06, H100).
+            # Every entrant's wait between its flush and its call, summed: each kept call waits out
+            # `idle_target`, so the sums say whether the entrants' idle was the same.
             self.gaps[entrant] = self.gaps.get(entrant, 0.0) + began - prepared
+            if counted:
+                self.counted_gaps.append(began - prepared)
         return seed
 
     def round(self, number: int, keep: bool) -> int:
@@ -128,6 +133,11 @@ class TimedRounds:
             if bad is None and trial["status"] != Status.passed:
                 bad = trial
         return checked, bad
+
+
+def idle_target(counted_gaps: list[float]) -> float:
+    """How long a kept call waits after its flush: IDLE_S, or the counted calls' median wait so far."""
+    return max(IDLE_S, statistics.median(counted_gaps)) if counted_gaps else IDLE_S
 
 
 def _idle_until(deadline: float) -> None:
