@@ -14,7 +14,9 @@ needs the same performance monitors as ncu. This probe answers, for each kind of
 - `timing`: with a timing loop in another process (the headline GEMM's shape through torch, CUDA
   events, PM sampling around every call exactly as the judge does) running while the warm range runs:
   whether either side fails, and the calls' times and sampled tensor-pipe cycles inside the warm
-  range's span against those outside it;
+  range's span against those outside it; a range still running 5 s in ends the loop (and its sampling),
+  and `warm_after_loop_s` says how soon after that the range ended (soon: ncu's set-up ran beside the
+  loop and only its kernel's profile waited for the monitors);
 - `ncu`: with another process's profiled call (the current candidate's dynamic tier) running while
   the warm range runs: whether either fails or waits for the other, and the profiled kernel's GPU time
   against the same call profiled alone (`kind` none, `alone`).
@@ -207,11 +209,18 @@ def run(ncu: str, kind: str, overlap: str) -> dict:
                 return {**result, "error": "the other profiled process did not reach its call"}
             other.signal("go")
         spare.signal("warm")
-        warmed = _wait(spare.folder / "warmed", 60)
+        # Beside a sampled loop the range may wait for the monitors (2026-12-06, H100: it had not ended
+        # after 60 s): the loop then ends, and the range's end after it says how much of ncu's set-up
+        # went on beside the timed calls.
+        warmed = _wait(spare.folder / "warmed", 60 if timed is None else 5)
         if timed is not None:
             time.sleep(0.3)  # and calls after it
             spare.signal("stop")
             timed.wait(60)
+            loop_end = time.time()
+            if not warmed:
+                warmed = _wait(spare.folder / "warmed", 60)
+                result["warm_after_loop_s"] = round(time.time() - loop_end, 3) if warmed else None
         if other is not None:
             result["other"] = other.finish()
         if not warmed:
