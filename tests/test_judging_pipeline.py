@@ -131,6 +131,9 @@ def test_an_honest_kernel_passes_both_tiers_with_every_timed_call_read(worker, l
     assert len(set(seeds)) == 7 and not {6, 7, 8, 9, 10} & set(seeds)
     again = worker.evaluate(build_cpu({}, libraries), ("correctness",))
     assert not set(seeds) & {t["seed"] for t in again["stages"]["correctness"]["trials"]}
+    # The next candidate says how long the worker's end of the one before took (its processes closed, the
+    # next spares started): a request that came meanwhile waited behind it.
+    assert again["phases_s"]["previous_end"] > 0
     assert reply["seed"] != again["seed"]
 
 

@@ -36,6 +36,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import IO, Any, cast
 
@@ -130,6 +131,8 @@ class Worker:
         self.sanitizer_tool = find_tool_path("compute-sanitizer")
         self._ncu_version: str | None = None
         self._listed_metrics: dict[str, frozenset[str]] = {}  # target -> what this ncu lists for its chip
+        # The last end after a reply, in seconds: a request that came meanwhile waited behind it.
+        self.previous_end_s: float | None = None
 
     @property
     def can_profile(self) -> bool:
@@ -286,7 +289,7 @@ class Worker:
         elif request["op"] == "begin":
             self._end_session(warm=False)
             self.session = Session(self, request)
-            self.reply(data, cast(WorkerReply, {"type": "begun", **self.session.begin()}))
+            self.reply(data, cast(WorkerReply, {"type": "begun", **self._begin(self.session)}))
         elif request["op"] == "stage":
             if self.session is None:
                 self.refuse(data, "no candidate begun")
@@ -331,17 +334,27 @@ class Worker:
         """The session's end once its verdict is sent: the caller does not wait for its processes to be
         closed and the next one's started (0.12-0.17 s at 77bf9c8, `phases_s["end"]`); the next request does.
         The request is answered already, so a failure here is logged, not sent as a second reply."""
+        started = time.perf_counter()
         try:
             self._end_session(warm)
         except Exception as exc:  # noqa: BLE001 - the worker lives on, and serves the next request
             print(f"ending the candidate's session failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        self.previous_end_s = time.perf_counter() - started
+
+    def _begin(self, session: Session) -> dict[str, Any]:
+        """The session begun, its phases with the end before it (`previous_end`) where there was one."""
+        begun = session.begin()
+        if self.previous_end_s is not None and begun.get("phases_s") is not None:
+            begun["phases_s"]["previous_end"] = round(self.previous_end_s, 4)
+        self.previous_end_s = None
+        return begun
 
     def _evaluate(self, request: EvaluateRequest) -> None:
         """All requested GPU stages of one library in one request, with progress events."""
         data = cast(dict[str, Any], request)
         self._end_session(warm=False)
         session = self.session = Session(self, request)
-        begun = session.begin()
+        begun = self._begin(session)
         stages: dict[str, dict] = {}
         for name in [s for s in GPU_STAGES if s in session.stages]:
             self.reply(data, {"type": "progress", "stage": name, "state": "started"})
