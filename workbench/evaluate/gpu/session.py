@@ -301,7 +301,7 @@ class Session:
         assert self.runner is not None
         self.runner.pause()
         try:
-            reply = self.worker.judge_request(self.device, message, self.limits.start_s + 10 * self.call_s)
+            reply = self.worker.judge_request(self.device, message, self.judge_timeout_s)
         finally:
             self.runner.resume()
         return self._judge_answer(message, reply)
@@ -311,8 +311,12 @@ class Session:
         not stopped): the function that waits for its checked answer. Nothing else may be asked of the
         judge before it is called."""
         answer = self.worker.judge_beside(self.device, message)
-        timeout_s = self.limits.start_s + 10 * self.call_s
-        return lambda: self._judge_answer(message, answer(timeout_s))
+        return lambda: self._judge_answer(message, answer(self.judge_timeout_s))
+
+    @property
+    def judge_timeout_s(self) -> float:
+        """How long a judge request may take: its start, should it have to start again, and ten calls."""
+        return self.limits.start_s + 10 * self.call_s
 
     def _judge_answer(self, message: JudgeCommand, reply: dict[str, Any]) -> dict[str, Any]:
         if reply.get("error"):

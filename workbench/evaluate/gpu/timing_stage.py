@@ -52,9 +52,8 @@ class TimedRounds:
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
         self.counter_parts: dict[str, float] = {}  # counters_s by the judge's own parts (CallCounters')
         self.counted_gaps: list[float] = []  # each counted call's wait between its flush and its call
-        self.gaps: dict[
-            str, float
-        ] = {}  # kept calls' seconds between the prepare's answer and the call, by entrant
+        # Kept calls' seconds between the prepare's answer and the call, summed by entrant.
+        self.gaps: dict[str, float] = {}
 
     def call(self, entrant: str, keep: bool) -> int:
         """One call of `entrant`, prepared off the clock and timed around the runner's answer: its seed."""
