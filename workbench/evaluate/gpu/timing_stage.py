@@ -51,7 +51,7 @@ class TimedRounds:
         self.counters_s = 0.0  # the judge's requests around the counted calls (lead and settle included)
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
         self.counter_parts: dict[str, float] = {}  # counters_s by the judge's own parts (CallCounters')
-        self.counted_gaps: list[float] = []  # each counted call's wait between its flush and its call
+        self.counted_gaps: list[float] = []  # each counted call's wait for the sampler after its flush
         # Kept calls' seconds between the prepare's answer and the call, summed by entrant.
         self.gaps: dict[str, float] = {}
 
@@ -69,6 +69,8 @@ class TimedRounds:
             opened = time.perf_counter()
             session.ask_judge({"cmd": "counters_start"})
             self.counters_s += time.perf_counter() - opened
+            # The sampler's own wait, before any top-up: a median of topped-up waits would creep upwards.
+            self.counted_gaps.append(time.perf_counter() - prepared)
         if keep:
             _idle_until(prepared + idle_target(self.counted_gaps))
         began = time.perf_counter()
@@ -90,8 +92,6 @@ class TimedRounds:
             # Every entrant's wait between its flush and its call, summed: each kept call waits out
             # `idle_target`, so the sums say whether the entrants' idle was the same.
             self.gaps[entrant] = self.gaps.get(entrant, 0.0) + began - prepared
-            if counted:
-                self.counted_gaps.append(began - prepared)
         return seed
 
     def round(self, number: int, keep: bool) -> int:
