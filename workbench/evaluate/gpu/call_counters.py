@@ -24,12 +24,13 @@ SAMPLING_INTERVAL_NS = 20_000
 LEAD_S = 5 * SAMPLING_INTERVAL_NS / 1e9
 SETTLE_S = 2 * SAMPLING_INTERVAL_NS / 1e9
 METRIC_SET = "TriageCompute"  # GH100's single-pass set that holds both counters
+HARDWARE_BUFFER_BYTES = 512 << 20  # cupti-python's default; see benchmarks/pm_buffer_size_probe.py
 
 
 class CallCounters:
     """One PM-sampling session on one device; `why` says why there is none."""
 
-    def __init__(self, device_index: int) -> None:
+    def __init__(self, device_index: int, hardware_buffer_bytes: int = HARDWARE_BUFFER_BYTES) -> None:
         self.collector: object | None = None
         self.why = ""
         self.started = 0.0  # when the call's part of the window began (after the lead)
@@ -48,6 +49,7 @@ class CallCounters:
             collector.configure(
                 metrics=[counter.sampled for counter in COUNTERS.values()],
                 sampling_interval=SAMPLING_INTERVAL_NS,
+                hardware_buffer_size=hardware_buffer_bytes,
                 single_pass_metric_set_name=METRIC_SET,
             )
         except Exception as exc:  # noqa: BLE001 - another chip's names: not made, said
