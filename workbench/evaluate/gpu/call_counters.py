@@ -21,18 +21,21 @@ from workbench.evaluate.gpu.agreement import COUNTERS
 SAMPLING_INTERVAL_NS = 20_000
 # After a start, before the call: five intervals (the first sample is taken). After the call has
 # finished, before the stop: two (the sample that holds its last counts is taken).
-LEAD_S = 5 * SAMPLING_INTERVAL_NS / 1e9
-SETTLE_S = 2 * SAMPLING_INTERVAL_NS / 1e9
+LEAD_INTERVALS, SETTLE_INTERVALS = 5, 2
+LEAD_S = LEAD_INTERVALS * SAMPLING_INTERVAL_NS / 1e9
+SETTLE_S = SETTLE_INTERVALS * SAMPLING_INTERVAL_NS / 1e9
 METRIC_SET = "TriageCompute"  # GH100's single-pass set that holds both counters
-HARDWARE_BUFFER_BYTES = 512 << 20  # cupti-python's default; see benchmarks/pm_buffer_size_probe.py
 
 
 class CallCounters:
     """One PM-sampling session on one device; `why` says why there is none."""
 
-    def __init__(self, device_index: int, hardware_buffer_bytes: int = HARDWARE_BUFFER_BYTES) -> None:
+    def __init__(self, device_index: int, interval_ns: int = SAMPLING_INTERVAL_NS) -> None:
         self.collector: object | None = None
         self.why = ""
+        self.interval_ns = interval_ns
+        self.lead_s = LEAD_INTERVALS * interval_ns / 1e9
+        self.settle_s = SETTLE_INTERVALS * interval_ns / 1e9
         self.started = 0.0  # when the call's part of the window began (after the lead)
         # The last call's seconds by part (CUPTI's start, the lead, the settle, CUPTI's stop, the decode,
         # the samples' evaluation): where a counted call's cost goes.
@@ -48,8 +51,7 @@ class CallCounters:
         try:
             collector.configure(
                 metrics=[counter.sampled for counter in COUNTERS.values()],
-                sampling_interval=SAMPLING_INTERVAL_NS,
-                hardware_buffer_size=hardware_buffer_bytes,
+                sampling_interval=interval_ns,
                 single_pass_metric_set_name=METRIC_SET,
             )
         except Exception as exc:  # noqa: BLE001 - another chip's names: not made, said
@@ -63,7 +65,7 @@ class CallCounters:
             began = time.perf_counter()
             self.collector.start()  # type: ignore[attr-defined]
             started = time.perf_counter()
-            time.sleep(LEAD_S)  # the first sample, with what came before the start, is taken
+            time.sleep(self.lead_s)  # the first sample, with what came before the start, is taken
             self.started = time.perf_counter()
             self.parts_s = {"start": started - began, "lead": self.started - started}
 
@@ -73,10 +75,10 @@ class CallCounters:
         if self.collector is None:
             return {}, {}
         settling = time.perf_counter()
-        time.sleep(SETTLE_S)
+        time.sleep(self.settle_s)
         stopping = time.perf_counter()
         # Room for every sample the call's time can hold: a sample left out would undercount it.
-        room = int((stopping - self.started) * 1e9 / SAMPLING_INTERVAL_NS) + 64
+        room = int((stopping - self.started) * 1e9 / self.interval_ns) + 64
         try:
             self.collector.stop()  # type: ignore[attr-defined]
             decoding = time.perf_counter()
