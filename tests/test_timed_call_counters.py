@@ -19,8 +19,9 @@ from workbench.evaluate.gpu.agreement import (
     counter_disagreements,
     counters_against_timed,
 )
-from workbench.evaluate.gpu.call_counters import LEAD_S, SETTLE_S, CallCounters
+from workbench.evaluate.gpu.call_counters import LEAD_S, SAMPLING_INTERVAL_NS, SETTLE_S, CallCounters
 from workbench.evaluate.gpu.profile import counter_metrics, ncu_command, parse_raw_csv
+from workbench.evaluate.gpu.sample_reader import CollectorDecode
 from workbench.evaluate.gpu.worker import Worker
 
 FLOPS = 2.0 * 4096**3
@@ -206,6 +207,9 @@ class _Samples(list):
 class _StandInCollector:
     """cupti-python's PM-sampling collector (no GPU here): a slow start, stop and decode, three samples."""
 
+    def __init__(self) -> None:
+        self.rooms: list[int] = []
+
     def start(self) -> None:
         time.sleep(0.03)
 
@@ -214,14 +218,19 @@ class _StandInCollector:
 
     def decode(self, max_samples: int) -> _Samples:
         time.sleep(0.01)
+        self.rooms.append(max_samples)
         return _Samples(SimpleNamespace(metric_values=[float(i), 2.0 * i]) for i in (5, 1, 2))
 
 
 def test_each_counted_call_says_where_the_judges_time_around_it_went() -> None:
     counters = CallCounters(0)
-    counters.collector = _StandInCollector()
+    collector = _StandInCollector()
+    counters.collector, counters.reader = collector, CollectorDecode(collector)
     counters.start()
     window, trimmed = counters.stop()
+    # Room for every interval from the start asked to the stop done (0.05 s of the stand-in's own):
+    # the monitors sample through CUPTI's start and stop too.
+    assert collector.rooms[0] >= 0.05e9 / SAMPLING_INTERVAL_NS + 64
     assert window == dict(zip(COUNTERS, (8.0, 16.0), strict=True))
     assert trimmed == dict(zip(COUNTERS, (3.0, 6.0), strict=True))  # less the first sample
     parts = counters.parts_s
