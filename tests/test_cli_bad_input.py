@@ -261,11 +261,36 @@ def test_author_says_what_it_could_only_find_out_on_screen(
     )
 
 
+def _wait_for_descendant(root: int, name: str, limit_s: float) -> bool:
+    """Whether a process named `name` descended from `root` appears within `limit_s` (read from /proc)."""
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        parents: dict[int, int] = {}
+        names: dict[int, str] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                text = stat.read_text()
+            except OSError:  # the process ended while the table was read
+                continue
+            pid = int(stat.parent.name)
+            names[pid] = text[text.index("(") + 1 : text.rindex(")")]
+            parents[pid] = int(text[text.rindex(")") + 2 :].split()[1])
+        for pid, comm in names.items():
+            ancestor = parents.get(pid, 0)
+            while comm == name and ancestor > 1:
+                if ancestor == root:
+                    return True
+                ancestor = parents.get(ancestor, 0)
+        time.sleep(0.05)
+    return False
+
+
 @pytest.mark.nvcc
 @pytest.mark.parametrize("command", ["run", "eval"])
 def test_ctrl_c_during_an_evaluation_is_quiet_and_keeps_the_session(command: str, tmp_path: Path) -> None:
     import signal
-    import time
 
     kernel = Path(__file__).resolve().parent / "data" / "kernels" / "wgmma_gemm.cu"
     script = tmp_path / "script.json"
@@ -288,7 +313,8 @@ def test_ctrl_c_during_an_evaluation_is_quiet_and_keeps_the_session(command: str
         env={**os.environ, "PTXWB_CACHE": str(tmp_path / "cache")},
         start_new_session=True,  # Ctrl-C reaches the whole foreground group: here, its own
     )
-    time.sleep(2.5)  # nvcc is compiling the (uncached) kernel
+    # Ctrl-C while nvcc compiles the (uncached) kernel: waited for, not assumed after a fixed sleep.
+    assert _wait_for_descendant(process.pid, "nvcc", 60), "nvcc never started"
     assert process.poll() is None
     os.killpg(process.pid, signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
