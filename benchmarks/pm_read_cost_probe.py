@@ -11,7 +11,11 @@ after the runner's L2 flush:
              trimmed tensor-pipe cycles' median and spread (every interval must count the same call);
   steps      at 20 us, cupti-python's decode taken apart (its own steps, timed one by one): making the
              counter-data image, CUPTI's decode, the image's info, each sample's timestamps, the host
-             evaluator's set-up, and each sample's evaluation.
+             evaluator's set-up, and each sample's evaluation;
+  readers    at 20 us, each way of reading a window (the judge's `SampleReader` since 0f76f1e; before it
+             cupti-python's decode; the reader with the image not initialised again after its first
+             decode; the reader evaluating every sample through one reused request): ms per call by
+             part and the trimmed tensor-pipe cycles, which must equal the judge's way's.
 
 `python benchmarks/pm_read_cost_probe.py [--calls N]` on the GPU host, cupti-python installed.
 """
@@ -27,6 +31,7 @@ import torch
 from workbench.evaluate.gpu.agreement import COUNTERS
 from workbench.evaluate.gpu.call_counters import CallCounters
 from workbench.evaluate.gpu.runner import l2_flush_bytes
+from workbench.evaluate.gpu.sample_reader import CollectorDecode, SampleReader
 
 INTERVALS_US = (20, 50, 100, 200)
 TENSOR = next(iter(COUNTERS))
@@ -87,6 +92,61 @@ def decode_steps(collector: object, room: int) -> dict[str, float]:
     return steps
 
 
+class InitialisedOnce(SampleReader):
+    """The judge's reader, but the image is initialised only when made: does a decode need a fresh one?"""
+
+    def decode(self, room: int) -> tuple[int, int]:
+        if room <= self.room:
+            return self._decode_into_image()
+        return super().decode(room)
+
+    def _decode_into_image(self) -> tuple[int, int]:
+        api = self.api
+        decoding = api.PmSamplingDecodeDataParams()
+        decoding.struct_size = api.PM_SAMPLING_DECODE_DATA_PARAMS_STRUCT_SIZE
+        decoding.p_pm_sampling_object = self.handle
+        decoding.p_counter_data_image = self.image.ctypes.data
+        decoding.counter_data_image_size = len(self.image)
+        api.pm_sampling_decode_data(decoding.ptr)
+        info = api.PmSamplingGetCounterDataInfoParams()
+        info.struct_size = api.PM_SAMPLING_GET_COUNTER_DATA_INFO_PARAMS_STRUCT_SIZE
+        info.p_counter_data_image = self.image.ctypes.data
+        info.counter_data_image_size = len(self.image)
+        api.pm_sampling_get_counter_data_info(info.ptr)
+        return int(info.num_completed_samples), self.room
+
+
+class OneRequest(SampleReader):
+    """The judge's reader, every sample evaluated through one reused CUPTI request and output array
+    (cupti-python's `evaluate_metric_values` makes both, and the names' array, for each sample)."""
+
+    def values(self, completed: int) -> list[list[float]]:
+        api = self.api
+        out = self.np.zeros(len(self.metrics), dtype=self.np.float64)
+        request = api.ProfilerHostEvaluateToGpuValuesParams()
+        request.struct_size = api.PROFILER_HOST_EVALUATE_TO_GPU_VALUES_PARAMS_STRUCT_SIZE
+        request.p_host_object = self.host._p_host_object
+        request.p_counter_data_image = self.image.ctypes.data
+        request.counter_data_image_size = len(self.image)
+        request.pp_metric_names = self.names[1]
+        request.num_metrics = len(self.metrics)
+        request.p_metric_values = out.ctypes.data
+        values = []
+        for index in range(completed):
+            request.range_index = index
+            api.profiler_host_evaluate_to_gpu_values(request.ptr)
+            values.append(out.tolist())
+        return values
+
+
+READERS = {
+    "reader": SampleReader,
+    "collector": None,  # cupti-python's own decode
+    "initialised_once": InitialisedOnce,
+    "one_request": OneRequest,
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=30, help="counted calls of each way")
@@ -96,6 +156,7 @@ def main() -> None:
     b = torch.randn(7168, 5120, device="cuda", dtype=torch.bfloat16)
     c = torch.empty(8192, 7168, device="cuda", dtype=torch.bfloat16)
     flush = torch.empty(l2_flush_bytes("cuda"), dtype=torch.uint8, device="cuda")
+    metrics = [counter.sampled for counter in COUNTERS.values()]
     print(f"device: {torch.cuda.get_device_name(0)}; {args.calls} counted calls each")
     for _ in range(5):  # cuBLAS's choice and clocks
         torch.matmul(a, b.T, out=c)
@@ -114,15 +175,12 @@ def main() -> None:
         for name, value in decode_steps(counters.collector, 200).items():
             steps.setdefault(name, []).append(value)
 
-    for us in INTERVALS_US:
-        counters = CallCounters(torch.cuda.current_device(), interval_ns=us * 1000)
-        if counters.collector is None:
-            print(f"{us} us: no sampler: {counters.why}")
-            continue
+    def read_cost(counters: CallCounters) -> str:
+        """`args.calls` counted calls read by `counters.stop()`, after three that warm the reader."""
         parts: dict[str, list[float]] = {}
         cycles: list[float] = []
         lost = 0
-        for number in range(args.calls + 3):  # the first three warm the collector
+        for number in range(args.calls + 3):
             counted(counters)
             _, trimmed = counters.stop()
             if number < 3:
@@ -133,23 +191,42 @@ def main() -> None:
             cycles.append(trimmed[TENSOR])
             for part, seconds in counters.parts_s.items():
                 parts.setdefault(part, []).append(seconds * 1e3)
+        middle = statistics.median(cycles) if cycles else 0.0
+        spread = (max(cycles) - min(cycles)) / middle if middle else 0.0
+        return (
+            f"ms per call by part (median) {ms(parts)}; {TENSOR} median {middle:.4g}, "
+            f"(max-min)/median {spread:.2%}; calls not read {lost}{' (' + counters.why + ')' if lost else ''}"
+        )
+
+    for us in INTERVALS_US:
+        counters = CallCounters(torch.cuda.current_device(), interval_ns=us * 1000)
+        if counters.collector is None:
+            print(f"{us} us: no sampler: {counters.why}")
+            continue
+        print(f"{us} us: {read_cost(counters)}")
         if us == INTERVALS_US[0]:
             steps: dict[str, list[float]] = {}
             for _ in range(args.calls):
                 counted(counters, steps)
-            print(
-                f"{us} us decode by step, ms (median): "
-                f"{ {name: round(statistics.median(v), 3) for name, v in steps.items()} }"
-            )
+            print(f"{us} us decode by step, ms (median): {ms(steps)}")
+            for way, made in READERS.items():
+                if counters.reader is not None:
+                    counters.reader.close()
+                try:
+                    counters.reader = (
+                        CollectorDecode(counters.collector)
+                        if made is None
+                        else made(counters.collector, metrics)
+                    )
+                    print(f"{us} us read by {way}: {read_cost(counters)}")
+                except Exception as exc:  # noqa: BLE001 - a way that fails is a finding, said
+                    counters.reader = None
+                    print(f"{us} us read by {way}: failed ({type(exc).__name__}: {exc})")
         counters.close()
-        middle = statistics.median(cycles) if cycles else 0.0
-        spread = (max(cycles) - min(cycles)) / middle if middle else 0.0
-        print(
-            f"{us} us: ms per call by part (median) "
-            f"{ {p: round(statistics.median(v), 3) for p, v in parts.items()} }; "
-            f"{TENSOR} median {middle:.4g}, (max-min)/median {spread:.2%}; "
-            f"calls not read {lost}{' (' + counters.why + ')' if lost else ''}"
-        )
+
+
+def ms(parts: dict[str, list[float]]) -> dict[str, float]:
+    return {name: round(statistics.median(values), 3) for name, values in parts.items()}
 
 
 if __name__ == "__main__":
