@@ -96,24 +96,7 @@ class InitialisedOnce(SampleReader):
     """The judge's reader, but the image is initialised only when made: does a decode need a fresh one?"""
 
     def decode(self, room: int) -> tuple[int, int]:
-        if room <= self.room:
-            return self._decode_into_image()
-        return super().decode(room)
-
-    def _decode_into_image(self) -> tuple[int, int]:
-        api = self.api
-        decoding = api.PmSamplingDecodeDataParams()
-        decoding.struct_size = api.PM_SAMPLING_DECODE_DATA_PARAMS_STRUCT_SIZE
-        decoding.p_pm_sampling_object = self.handle
-        decoding.p_counter_data_image = self.image.ctypes.data
-        decoding.counter_data_image_size = len(self.image)
-        api.pm_sampling_decode_data(decoding.ptr)
-        info = api.PmSamplingGetCounterDataInfoParams()
-        info.struct_size = api.PM_SAMPLING_GET_COUNTER_DATA_INFO_PARAMS_STRUCT_SIZE
-        info.p_counter_data_image = self.image.ctypes.data
-        info.counter_data_image_size = len(self.image)
-        api.pm_sampling_get_counter_data_info(info.ptr)
-        return int(info.num_completed_samples), self.room
+        return self._read() if room <= self.room else super().decode(room)
 
 
 class OneRequest(SampleReader):
