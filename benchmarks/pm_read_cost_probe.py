@@ -111,7 +111,7 @@ class OneRequest(SampleReader):
         request.p_host_object = self.host._p_host_object
         request.p_counter_data_image = self.image.ctypes.data
         request.counter_data_image_size = len(self.image)
-        request.pp_metric_names = self.names[1]
+        request.pp_metric_names = self.names
         request.num_metrics = len(self.metrics)
         request.p_metric_values = out.ctypes.data
         values = []

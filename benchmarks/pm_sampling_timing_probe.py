@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from workbench.evaluate.gpu.call_counters import LEAD_S, SETTLE_S, CallCounters
+from workbench.evaluate.gpu.call_counters import CallCounters
 from workbench.evaluate.gpu.runner import l2_flush_bytes
 
 IDLE_US = (20, 50, 200, 1000)
@@ -62,7 +62,7 @@ def main() -> None:
         if way.startswith("idle_"):
             idle(int(way[5:-2]) / 1e6)
         elif way == "lead":
-            time.sleep(LEAD_S)
+            time.sleep(counters.lead_s)
         elif way == "sampled":
             counters.start()
         start.record()
@@ -70,7 +70,7 @@ def main() -> None:
         end.record()
         torch.cuda.synchronize()
         if way == "lead":
-            time.sleep(SETTLE_S)
+            time.sleep(counters.settle_s)
         elif way == "sampled":
             _, trimmed = counters.stop()
             sampled_calls += bool(trimmed)

@@ -277,12 +277,11 @@ def _wait_for_descendant(root: int, name: str, limit_s: float) -> bool:
             pid = int(stat.parent.name)
             names[pid] = text[text.index("(") + 1 : text.rindex(")")]
             parents[pid] = int(text[text.rindex(")") + 2 :].split()[1])
-        for pid, comm in names.items():
-            ancestor = parents.get(pid, 0)
-            while comm == name and ancestor > 1:
-                if ancestor == root:
-                    return True
-                ancestor = parents.get(ancestor, 0)
+        for pid in (pid for pid, comm in names.items() if comm == name):
+            while pid > 1 and pid != root:
+                pid = parents.get(pid, 0)
+            if pid == root:
+                return True
         time.sleep(0.05)
     return False
 

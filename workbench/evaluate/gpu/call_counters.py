@@ -23,8 +23,6 @@ SAMPLING_INTERVAL_NS = 20_000
 # After a start, before the call: five intervals (the first sample is taken). After the call has
 # finished, before the stop: two (the sample that holds its last counts is taken).
 LEAD_INTERVALS, SETTLE_INTERVALS = 5, 2
-LEAD_S = LEAD_INTERVALS * SAMPLING_INTERVAL_NS / 1e9
-SETTLE_S = SETTLE_INTERVALS * SAMPLING_INTERVAL_NS / 1e9
 METRIC_SET = "TriageCompute"  # GH100's single-pass set that holds both counters
 
 

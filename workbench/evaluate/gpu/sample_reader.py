@@ -26,7 +26,8 @@ class SampleReader:
         if not self.handle:
             raise RuntimeError("the collector is not enabled")
         self.metrics = metrics
-        self.names = metrics_to_c_array(metrics)  # kept: CUPTI reads the names through this pointer
+        # The names' C array is kept with its pointer: CUPTI reads the names through it.
+        self.names_array, self.names = metrics_to_c_array(metrics)
         self.host = host_api.ProfilerHost(collector._chip_name, host_api.ProfilerType.PM_SAMPLING)
         self.host.initialize()
         self.image = np.zeros(0, dtype=np.uint8)
@@ -37,7 +38,7 @@ class SampleReader:
         sizing = api.PmSamplingGetCounterDataSizeParams()
         sizing.struct_size = api.PM_SAMPLING_GET_COUNTER_DATA_SIZE_PARAMS_STRUCT_SIZE
         sizing.p_pm_sampling_object = self.handle
-        sizing.p_metric_names = self.names[1]
+        sizing.p_metric_names = self.names
         sizing.num_metrics = len(self.metrics)
         sizing.max_samples = room
         api.pm_sampling_get_counter_data_size(sizing.ptr)
@@ -99,7 +100,7 @@ class CollectorDecode:
         return int(self.samples.num_completed_samples), room
 
     def values(self, completed: int) -> list[list[float]]:
-        return [list(sample.metric_values) for sample in self.samples]
+        return [list(sample.metric_values) for sample in self.samples[:completed]]
 
     def close(self) -> None:
         self.samples = None
