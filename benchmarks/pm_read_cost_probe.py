@@ -12,10 +12,11 @@ after the runner's L2 flush:
   steps      at 20 us, cupti-python's decode taken apart (its own steps, timed one by one): making the
              counter-data image, CUPTI's decode, the image's info, each sample's timestamps, the host
              evaluator's set-up, and each sample's evaluation;
-  readers    at 20 us, each way of reading a window (the judge's `SampleReader` since 0f76f1e; before it
-             cupti-python's decode; the reader with the image not initialised again after its first
-             decode; the reader evaluating every sample through one reused request): ms per call by
-             part and the trimmed tensor-pipe cycles, which must equal the judge's way's.
+  readers    at 20 us, each way of reading a window (the judge's `SampleReader`; cupti-python's
+             decode): ms per call by part and the trimmed tensor-pipe cycles, which must be equal.
+             Two more ways ran at 3e99377 on an H100: the image initialised only when made (refuted:
+             it keeps every earlier window's samples, 240 after three calls) and every sample evaluated
+             through one reused request (0.24 ms against 1.19, the same cycles: the reader's way since).
 
 `python benchmarks/pm_read_cost_probe.py [--calls N]` on the GPU host, cupti-python installed.
 """
@@ -92,41 +93,9 @@ def decode_steps(collector: object, room: int) -> dict[str, float]:
     return steps
 
 
-class InitialisedOnce(SampleReader):
-    """The judge's reader, but the image is initialised only when made: does a decode need a fresh one?"""
-
-    def decode(self, room: int) -> tuple[int, int]:
-        return self._read() if room <= self.room else super().decode(room)
-
-
-class OneRequest(SampleReader):
-    """The judge's reader, every sample evaluated through one reused CUPTI request and output array
-    (cupti-python's `evaluate_metric_values` makes both, and the names' array, for each sample)."""
-
-    def values(self, completed: int) -> list[list[float]]:
-        api = self.api
-        out = self.np.zeros(len(self.metrics), dtype=self.np.float64)
-        request = api.ProfilerHostEvaluateToGpuValuesParams()
-        request.struct_size = api.PROFILER_HOST_EVALUATE_TO_GPU_VALUES_PARAMS_STRUCT_SIZE
-        request.p_host_object = self.host._p_host_object
-        request.p_counter_data_image = self.image.ctypes.data
-        request.counter_data_image_size = len(self.image)
-        request.pp_metric_names = self.names
-        request.num_metrics = len(self.metrics)
-        request.p_metric_values = out.ctypes.data
-        values = []
-        for index in range(completed):
-            request.range_index = index
-            api.profiler_host_evaluate_to_gpu_values(request.ptr)
-            values.append(out.tolist())
-        return values
-
-
 READERS = {
     "reader": SampleReader,
     "collector": None,  # cupti-python's own decode
-    "initialised_once": InitialisedOnce,
-    "one_request": OneRequest,
 }
 
 
