@@ -29,6 +29,10 @@ def _cases() -> list[tuple[str, torch.Tensor, torch.Tensor, float]]:
     inf = want.clone()
     inf[0, 0] = float("inf")
     cases += [("inf", inf, want, 1.0), ("same inf", inf, inf.clone(), 1.0), ("opposite inf", -inf, inf, 1.0)]
+    cases += [
+        ("finite where the reference is inf", want.clone(), inf, 1.0),
+        ("finite where the reference is inf, ratio", want.clone(), inf, 0.99),
+    ]
     few = want.clone()
     few.view(-1)[:20] += 1.0
     cases += [("few wrong, ratio", few, want, 0.995), ("few wrong, strict", few, want, 1.0)]

@@ -139,10 +139,11 @@ def passes_quickly(
         return False
     x, y = actual.float(), expected.float()
     # The common case first, in place and in as few passes as the rule allows: every element within
-    # max(atol, rtol |y|) (a NaN or Inf difference compares false, so any of them goes on below).
+    # max(atol, rtol |y|) where the reference is finite (a NaN difference compares false, and where the
+    # reference is Inf so would the limit; either goes on below).
     diff = torch.sub(x, y).abs_()
     limit = y.abs().mul_(rtol).add_(rtol * EPS).clamp_(min=atol)
-    within = diff <= limit
+    within = (diff <= limit) & torch.isfinite(y)
     if int(within.sum()) == within.numel():
         return True
     # A NaN difference is bad unless both are NaN (or the same Inf).
@@ -151,7 +152,11 @@ def passes_quickly(
     n_bad = int(bad.sum())
     if n_bad == 0:
         return True
-    if ratio == 1.0 or n_bad > (1.0 - ratio) * x.numel() or not bool(torch.isfinite(x).all()):
+    if (
+        ratio == 1.0
+        or n_bad > (1.0 - ratio) * x.numel()
+        or not bool((torch.isfinite(x) & torch.isfinite(y)).all())
+    ):
         return False
     return bound is None or bool((diff <= bound * limit).all())
 
