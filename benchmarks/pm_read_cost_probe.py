@@ -13,11 +13,12 @@ after the runner's L2 flush:
              counter-data image, CUPTI's decode, the image's info, each sample's timestamps, the host
              evaluator's set-up, and each sample's evaluation;
   readers    at 20 us, each way of reading a window (the judge's `SampleReader`; cupti-python's
-             decode; the reader with an image made to each window's room): ms per call by part and
-             the trimmed tensor-pipe cycles, which must be equal.
-             Two more ways ran at 3e99377 on an H100: the image initialised only when made (refuted:
-             it keeps every earlier window's samples, 240 after three calls) and every sample evaluated
-             through one reused request (0.24 ms against 1.19, the same cycles: the reader's way since).
+             decode): ms per call by part and the trimmed tensor-pipe cycles, which must be equal.
+             Three more ways ran on H100s: the image initialised only when made (3e99377, refuted: it
+             keeps every earlier window's samples, 240 after three calls); every sample evaluated
+             through one reused request (3e99377: 0.24 ms against 1.19, the same cycles: the reader's
+             way since); an image made to each window's own room (2569394, refuted: 4.9 ms against
+             2.0, its making costs more than initialising twice the room).
 
 `python benchmarks/pm_read_cost_probe.py [--calls N]` on the GPU host, cupti-python installed.
 """
@@ -94,20 +95,9 @@ def decode_steps(collector: object, room: int) -> dict[str, float]:
     return steps
 
 
-class TightImage(SampleReader):
-    """The judge's reader with the image made for each window's own room (the reader grows it to twice
-    the largest room and initialises all of it): does the initialisation's cost follow the image's size?"""
-
-    def decode(self, room: int) -> tuple[int, int]:
-        if room != self.room:
-            self._make_room(room)
-        return super().decode(room)
-
-
 READERS = {
     "reader": SampleReader,
     "collector": None,  # cupti-python's own decode
-    "tight_image": TightImage,
 }
 
 
