@@ -17,7 +17,8 @@ seconds after the go in evaluations whose ncu run was warmed (its first profiled
 candidate came) against those whose was not (each row says which; a one-shot's own fresh worker is
 expected to have had no time to warm): the warm range's saving.
 
-`python benchmarks/latency.py OUT.json [--rounds R] [--sweep N]`
+`python benchmarks/latency.py OUT.json [--rounds R] [--sweep N] [--only PART ...]` (PART: one_shot, back_to_back,
+sweep, author; all by default).
 Figure 3 watches the file with watchfiles, which a bare GPU host lacks: add its wheels to the worker's
 (`device-wheels watchfiles==1.3.0 anyio==4.16.0 idna==3.20 sniffio==1.3.1`, the core lock's versions).
 """
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -241,11 +243,15 @@ def profiler_warm_saving(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any
     return line
 
 
+PARTS = ["one_shot", "back_to_back", "sweep", "author"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sweep", type=int, default=12)
+    parser.add_argument("--only", nargs="+", choices=PARTS, default=PARTS, help="the figures to measure")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="ptxwb-latency-"))
     runtime = scratch / "runtime"
@@ -270,41 +276,52 @@ def main() -> None:
         args.out.write_text(json.dumps(report, indent=2) + "\n")
 
     try:
-        own = [one_shot(env, service=False) for _ in range(args.rounds + 1)][1:]  # the first also builds
-        record("one_shot_own", own, ("one-shot eval beyond build, own worker", "beyond_build_s"))
-        one_shot(env, service=True)  # starts the service and warms it
-        warm = [one_shot(env, service=True) for _ in range(args.rounds)]
-        record("one_shot_service", warm, ("one-shot eval beyond build, warm service", "beyond_build_s"))
-        own_b2b = asyncio.run(back_to_back(args.rounds, False, cache))
-        record("back_to_back_own", own_b2b, ("back to back beyond build, own worker", "beyond_build_s"))
-        warm_b2b = asyncio.run(back_to_back(args.rounds, True, cache))
-        record(
-            "back_to_back_service", warm_b2b, ("back to back beyond build, warm service", "beyond_build_s")
-        )
-        swept = asyncio.run(sweep(args.sweep, cache))
-        keys = (
-            "evaluations",
-            "wall_s",
-            "per_gpu_hour",
-            "first_verdict_s",
-            "steady_per_gpu_hour",
-            "floor_per_gpu_hour",
-        )
-        line = {k: swept[k] for k in keys}
-        print(json.dumps({"figure": "sweep, cold builds, service", **line}), flush=True)
-        report["sweep"] = line
-        record("sweep", swept["rows"])
-        author = asyncio.run(author_saves(args.rounds, scratch))
-        record(
-            "author",
-            author,
-            ("author save-to-verdict (cold build), service", "wall_s"),
-            ("author save-to-verdict beyond build, service", "beyond_build_s"),
-        )
+        if "one_shot" in args.only:
+            own = [one_shot(env, service=False) for _ in range(args.rounds + 1)][1:]  # the first also builds
+            record("one_shot_own", own, ("one-shot eval beyond build, own worker", "beyond_build_s"))
+            one_shot(env, service=True)  # starts the service and warms it
+            warm = [one_shot(env, service=True) for _ in range(args.rounds)]
+            record("one_shot_service", warm, ("one-shot eval beyond build, warm service", "beyond_build_s"))
+        if "back_to_back" in args.only:
+            own_b2b = asyncio.run(back_to_back(args.rounds, False, cache))
+            record("back_to_back_own", own_b2b, ("back to back beyond build, own worker", "beyond_build_s"))
+            warm_b2b = asyncio.run(back_to_back(args.rounds, True, cache))
+            record(
+                "back_to_back_service",
+                warm_b2b,
+                ("back to back beyond build, warm service", "beyond_build_s"),
+            )
+        if "sweep" in args.only:
+            sweep_figure(args.sweep, cache, report, record)
+        if "author" in args.only:
+            author = asyncio.run(author_saves(args.rounds, scratch))
+            record(
+                "author",
+                author,
+                ("author save-to-verdict (cold build), service", "wall_s"),
+                ("author save-to-verdict beyond build, service", "beyond_build_s"),
+            )
     finally:
         print(json.dumps(profiler_warm_saving(report["runs"])), flush=True)
         subprocess.run([sys.executable, "-c", "from workbench.cli.main import main; main()", "worker", "stop"],
                        env=env, check=False, capture_output=True)  # fmt: skip
+
+
+def sweep_figure(count: int, cache: Path, report: dict[str, Any], record: Callable[..., None]) -> None:
+    """The sweep's figure: evaluations per GPU-hour over the wall, from the first verdict on, and the floor."""
+    swept = asyncio.run(sweep(count, cache))
+    keys = (
+        "evaluations",
+        "wall_s",
+        "per_gpu_hour",
+        "first_verdict_s",
+        "steady_per_gpu_hour",
+        "floor_per_gpu_hour",
+    )
+    line = {k: swept[k] for k in keys}
+    print(json.dumps({"figure": "sweep, cold builds, service", **line}), flush=True)
+    report["sweep"] = line
+    record("sweep", swept["rows"])
 
 
 if __name__ == "__main__":
