@@ -11,12 +11,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from workbench.evaluate.gpu.correctness import EPS, passes_quickly, within_flags
+from workbench.evaluate.gpu.correctness import EPS, ONE_PASS_DTYPES, passes_quickly, within_flags
 
 pytestmark = pytest.mark.gpu
 
 ATOL = RTOL = 1e-2
-DTYPES = [torch.bfloat16, torch.float16, torch.float32, torch.float64]
+DTYPES = list(ONE_PASS_DTYPES)
 
 
 def _torch_steps(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
