@@ -33,6 +33,10 @@ class SampleReader:
         self.names_array, self.names = metrics_to_c_array(metrics)
         self.host = host_api.ProfilerHost(collector._chip_name, host_api.ProfilerType.PM_SAMPLING)
         self.host.initialize()
+        # Read here, with the binding that evaluates through it: a cupti-python without them gets
+        # `CollectorDecode` instead, rather than a failure at the first read.
+        self.host_object = self.host._p_host_object
+        self.evaluate = api.profiler_host_evaluate_to_gpu_values
         self.image = np.zeros(0, dtype=np.uint8)
         self.room = 0
 
@@ -79,7 +83,7 @@ class SampleReader:
         out = self.np.zeros(len(self.metrics), dtype=self.np.float64)
         request = api.ProfilerHostEvaluateToGpuValuesParams()
         request.struct_size = api.PROFILER_HOST_EVALUATE_TO_GPU_VALUES_PARAMS_STRUCT_SIZE
-        request.p_host_object = self.host._p_host_object
+        request.p_host_object = self.host_object
         request.p_counter_data_image = self.image.ctypes.data
         request.counter_data_image_size = len(self.image)
         request.pp_metric_names = self.names
@@ -88,7 +92,7 @@ class SampleReader:
         values = []
         for index in range(completed):
             request.range_index = index
-            api.profiler_host_evaluate_to_gpu_values(request.ptr)
+            self.evaluate(request.ptr)
             values.append(out.tolist())
         return values
 
