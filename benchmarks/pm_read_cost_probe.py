@@ -30,10 +30,10 @@ import statistics
 import time
 
 import torch
+from headline_gemm import operands
 
 from workbench.evaluate.gpu.agreement import COUNTERS
 from workbench.evaluate.gpu.call_counters import CallCounters
-from workbench.evaluate.gpu.runner import l2_flush_bytes
 from workbench.evaluate.gpu.sample_reader import CollectorDecode, SampleReader
 
 INTERVALS_US = (20, 50, 100, 200)
@@ -106,10 +106,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=30, help="counted calls of each way")
     args = parser.parse_args()
     torch.cuda.init()
-    a = torch.randn(8192, 5120, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(7168, 5120, device="cuda", dtype=torch.bfloat16)
-    c = torch.empty(8192, 7168, device="cuda", dtype=torch.bfloat16)
-    flush = torch.empty(l2_flush_bytes("cuda"), dtype=torch.uint8, device="cuda")
+    a, b, c, flush = operands()
     metrics = [counter.sampled for counter in COUNTERS.values()]
     print(f"device: {torch.cuda.get_device_name(0)}; {args.calls} counted calls each")
     for _ in range(5):  # cuBLAS's choice and clocks

@@ -25,9 +25,9 @@ import statistics
 import time
 
 import torch
+from headline_gemm import operands
 
 from workbench.evaluate.gpu.call_counters import CallCounters
-from workbench.evaluate.gpu.runner import l2_flush_bytes
 
 IDLE_US = (20, 50, 200, 1000)
 WAYS = ("plain", *(f"idle_{us}us" for us in IDLE_US), "lead", "sampled")
@@ -38,10 +38,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=60, help="calls of each way")
     args = parser.parse_args()
     torch.cuda.init()
-    a = torch.randn(8192, 5120, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(7168, 5120, device="cuda", dtype=torch.bfloat16)
-    c = torch.empty(8192, 7168, device="cuda", dtype=torch.bfloat16)
-    flush = torch.empty(l2_flush_bytes("cuda"), dtype=torch.uint8, device="cuda")
+    a, b, c, flush = operands()
     counters = CallCounters(torch.cuda.current_device())
     if counters.collector is None:
         print("no PM sampling here:", counters.why)

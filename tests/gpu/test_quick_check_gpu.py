@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from workbench.evaluate.gpu.correctness import EPS, ONE_PASS_DTYPES, passes_quickly, within_flags
+from workbench.evaluate.gpu.correctness import ONE_PASS_DTYPES, float32_limit, passes_quickly, within_flags
 
 pytestmark = pytest.mark.gpu
 
@@ -20,11 +20,9 @@ DTYPES = list(ONE_PASS_DTYPES)
 
 
 def _torch_steps(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
-    """`passes_quickly`'s first step as torch runs it on a CPU, kept apart as this test's oracle."""
+    """`passes_quickly`'s first step as torch runs it on a CPU: this test's oracle."""
     x, y = actual.float(), expected.float()
-    diff = torch.sub(x, y).abs_()
-    limit = y.abs().mul_(rtol).add_(rtol * EPS).clamp_(min=atol)
-    return (diff <= limit) & torch.isfinite(y)
+    return (torch.sub(x, y).abs_() <= float32_limit(y, atol, rtol)) & torch.isfinite(y)
 
 
 def _pairs(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -32,7 +30,7 @@ def _pairs(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     its limit, with the special values in both roles."""
     generator = torch.Generator().manual_seed(7)
     y = torch.randn(4096, generator=generator) * torch.logspace(-8, 4, 4096)
-    limit = (y.abs() * RTOL + RTOL * EPS).clamp(min=ATOL)
+    limit = float32_limit(y, ATOL, RTOL)
     steps = torch.randint(-4, 5, (4096,), generator=generator).float()
     x = y + limit * (1 + steps * 2.0**-22)
     special = torch.tensor([0.0, -0.0, 1e-40, float("nan"), float("inf"), float("-inf"), 65504.0, 1e30])

@@ -146,7 +146,7 @@ def passes_quickly(
             return True
     x, y = actual.float(), expected.float()
     diff = torch.sub(x, y).abs_()
-    limit = y.abs().mul_(rtol).add_(rtol * EPS).clamp_(min=atol)
+    limit = float32_limit(y, atol, rtol)
     within = (diff <= limit) & torch.isfinite(y)
     if int(within.sum()) == within.numel():
         return True
@@ -163,6 +163,12 @@ def passes_quickly(
     ):
         return False
     return bound is None or bool((diff <= bound * limit).all())
+
+
+def float32_limit(y: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """Each element's limit max(atol, rtol (|y| + EPS)) for a float32 reference `y`, as the quick check's
+    torch steps compute it (a new tensor; `WITHIN_CODE` does the same operations in the same order)."""
+    return y.abs().mul_(rtol).add_(rtol * EPS).clamp_(min=atol)
 
 
 # The dtypes whose one pass a GPU test holds to the torch steps (tests/gpu/test_quick_check_gpu.py); any
