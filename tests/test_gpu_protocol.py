@@ -97,25 +97,23 @@ JUDGE_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
     ({"cmd": "counters_close"}, None),
     ({"ok": False, "why": "no GPU to sample"}, "counters_open"),
     ({"ok": True}, "counters_start"),
+    ({"ok": True}, "counters_stop"),
     (
         {
-            "counts": {"tensor_cycles": 135_468_048.0, "fma_instructions": 13_080_000.0},
-            "trimmed": {"tensor_cycles": 134_217_728.0, "fma_instructions": 13_074_432.0},
-            "why": "",
+            "counts": [
+                {"tensor_cycles": 135_468_048.0, "fma_instructions": 13_080_000.0},
+                {},
+            ],
+            "trimmed": [
+                {"tensor_cycles": 134_217_728.0, "fma_instructions": 13_074_432.0},
+                {},
+            ],
+            "why": "a call gave 1 samples (70 made room for)",
             "parts_s": {"start": 0.002, "lead": 0.0001, "settle": 0.00005, "stop": 0.003, "decode": 0.001},
         },
-        "counters_stop",
+        "counters_close",
     ),
-    (
-        {
-            "counts": {},
-            "trimmed": {},
-            "why": "a call gave 1 samples (70 made room for)",
-            "parts_s": {"start": 0.002},
-        },
-        "counters_stop",
-    ),
-    ({"ok": True}, "counters_close"),
+    ({"counts": [], "trimmed": [], "why": "", "parts_s": {}}, "counters_close"),
 ]
 
 
@@ -175,6 +173,12 @@ def test_a_malformed_answer_names_its_field() -> None:
     with pytest.raises(ProtocolError) as raised:
         child_protocol.decode_judge({"trial": {**TRIAL, "seed": "7"}}, "check")
     assert raised.value.field == "trial.seed"
+    # One call's counts where the close answers every counted call's.
+    with pytest.raises(ProtocolError) as raised:
+        child_protocol.decode_judge(
+            {"counts": {"tensor_cycles": 1.0}, "trimmed": [], "why": "", "parts_s": {}}, "counters_close"
+        )
+    assert raised.value.field == "counts"
 
 
 def test_time_limits_are_the_defaults_a_request_overrides() -> None:

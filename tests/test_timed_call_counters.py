@@ -6,6 +6,7 @@ b594700_h200.log): wgmma 134,217,728 tensor-pipe cycles, mma.sync 201,326,592, a
 from __future__ import annotations
 
 import io
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -238,3 +239,62 @@ def test_each_counted_call_says_where_the_judges_time_around_it_went() -> None:
     assert parts["lead"] >= counters.lead_s and parts["settle"] >= counters.settle_s
     # Each part holds at least its own wait (lower bounds only: a busy machine may only add).
     assert parts["start"] >= 0.03 and parts["stop"] >= 0.02 and parts["decode"] >= 0.01
+
+
+class _HeldDecode(_StandInCollector):
+    """A collector whose decode waits until the test lets it go: the read's place is seen, not timed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self.decoding = threading.Event()
+        self.disabled = False
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def disable(self) -> None:
+        self.disabled = True
+
+    def decode(self, max_samples: int) -> _Samples:
+        self.decoding.set()
+        assert self.go.wait(30), "the test never let the decode go"
+        return super().decode(max_samples)
+
+
+def test_a_stopped_calls_samples_are_read_beside_what_follows_and_kept_in_call_order() -> None:
+    counters = CallCounters(0)
+    collector = _HeldDecode()
+    counters.collector, counters.reader = collector, CollectorDecode(collector)
+    counters.start()
+    counters.stop_beside()  # returns while its decode is still held
+    assert collector.decoding.wait(30) and counters.windows == []
+    assert counters.reading is not None and counters.reading.is_alive()
+    collector.go.set()
+    counters.start()  # the next call's start waits for the read: the collector is one
+    assert counters.reading is None and len(counters.windows) == 1
+    counters.stop_beside()
+    counters.close()  # so does the close, which keeps both calls' sums
+    assert counters.windows == [dict(zip(COUNTERS, (8.0, 16.0), strict=True))] * 2
+    assert counters.trimmed == [dict(zip(COUNTERS, (3.0, 6.0), strict=True))] * 2
+    assert len(collector.rooms) == 2 and collector.disabled
+    assert set(counters.totals_s) == {"start", "lead", "settle", "stop", "decode", "evaluate"}
+
+
+class _FailingStop(_HeldDecode):
+    def stop(self) -> None:
+        raise RuntimeError("CUPTI_ERROR_INVALID_OPERATION")
+
+
+def test_a_call_whose_sampling_would_not_stop_is_kept_empty_with_the_reason() -> None:
+    counters = CallCounters(0)
+    collector = _FailingStop()
+    counters.collector, counters.reader = collector, CollectorDecode(collector)
+    counters.start()
+    counters.stop_beside()
+    counters.close()
+    assert counters.windows == [{}] and counters.trimmed == [{}] and collector.rooms == []
+    assert "could not be stopped (RuntimeError: CUPTI_ERROR_INVALID_OPERATION)" in counters.why

@@ -7,13 +7,16 @@ last partial interval is read too. Two sums come back. The window's, every sampl
 the call lies wholly inside, and anything else can only add, so it never undercounts the call. The
 trimmed one leaves out the first sample, which holds everything the GPU counted since the last read (on
 the H200, the baseline GEMMs and the judge's reference between two timed calls: 3x the call's tensor
-cycles); the call starts a few intervals after the start, once that sample is taken.
+cycles); the call starts a few intervals after the start, once that sample is taken. The judge stops
+the window before the runner goes on, and decodes and evaluates its samples on a thread beside the next
+calls and its own check of the round (`stop_beside`): host-only work, off the timed rounds' path.
 
 Only while the timing stage runs: Nsight Compute, which profiles the next stage, needs the monitors.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 from workbench.evaluate.gpu.agreement import COUNTERS
@@ -41,9 +44,15 @@ class CallCounters:
         self.settle_s = SETTLE_INTERVALS * interval_ns / 1e9
         self.begun = 0.0  # when the window's start was asked
         self.started = 0.0  # when the call's part of the window began (after the lead)
+        self.stopped = 0.0  # when the window's stop was done
         # The last call's seconds by part (CUPTI's start, the lead, the settle, CUPTI's stop, the decode,
         # the samples' evaluation): where a counted call's cost goes.
         self.parts_s: dict[str, float] = {}
+        # Calls stopped by `stop_beside`: each one's sums, their parts summed, the read still running.
+        self.windows: list[dict[str, float]] = []
+        self.trimmed: list[dict[str, float]] = []
+        self.totals_s: dict[str, float] = {}
+        self.reading: threading.Thread | None = None
         try:
             from cupti import pm_sampling
 
@@ -70,6 +79,7 @@ class CallCounters:
         self.collector = collector
 
     def start(self) -> None:
+        self.await_read()  # the last call's read is done with the collector
         if self.collector is not None:
             self.begun = time.perf_counter()
             self.collector.start()  # type: ignore[attr-defined]
@@ -81,24 +91,39 @@ class CallCounters:
     def stop(self) -> tuple[dict[str, float], dict[str, float]]:
         """The counters summed over the window's samples, and over all but its first; both empty where
         sampling failed."""
+        return self.read() if self.halt() else ({}, {})
+
+    def halt(self) -> bool:
+        """The window ended once the call's last sample is taken: False where sampling failed."""
         if self.collector is None or self.reader is None:
-            return {}, {}
+            return False
         settling = time.perf_counter()
         time.sleep(self.settle_s)
         stopping = time.perf_counter()
         try:
             self.collector.stop()  # type: ignore[attr-defined]
-            decoding = time.perf_counter()
+        except Exception as exc:  # noqa: BLE001 - a call's samples lost: this call is not compared
+            self.why = f"a call's sampling could not be stopped ({type(exc).__name__}: {str(exc)[:160]})"
+            return False
+        self.stopped = time.perf_counter()
+        self.parts_s.update(settle=stopping - settling, stop=self.stopped - stopping)
+        return True
+
+    def read(self) -> tuple[dict[str, float], dict[str, float]]:
+        """The halted window's samples decoded and evaluated, summed as `stop` says."""
+        assert self.reader is not None
+        decoding = time.perf_counter()
+        try:
             # Room for every sample from the start asked to the stop done (the monitors sample until
             # then: a room from the lead's end to the stop's ask fell short on 2 of 30 calls, H100
             # 0c764f8); a sample left out would undercount the call.
-            room = int((decoding - self.begun) * 1e9 / self.interval_ns) + 64
+            room = int((self.stopped - self.begun) * 1e9 / self.interval_ns) + 64
             completed, room = self.reader.decode(room)
         except Exception as exc:  # noqa: BLE001 - a call's samples lost: this call is not compared
             self.why = f"a call's samples could not be read ({type(exc).__name__}: {str(exc)[:160]})"
             return {}, {}
         decoded = time.perf_counter()
-        self.parts_s.update(settle=stopping - settling, stop=decoding - stopping, decode=decoded - decoding)
+        self.parts_s["decode"] = decoded - decoding
         if completed >= room or completed < 2:
             self.why = f"a call gave {completed} samples ({room} made room for)"
             return {}, {}
@@ -106,7 +131,37 @@ class CallCounters:
         self.parts_s["evaluate"] = time.perf_counter() - decoded
         return _summed(values), _summed(values[1:])
 
+    def stop_beside(self) -> None:
+        """`stop`, its read on a thread: the host-only decode and evaluation run beside the runner's next
+        calls and the judge's check of the round. The next `start`, `await_read` and `close` wait for it;
+        each call's sums are kept in `windows` and `trimmed`, its parts added to `totals_s`."""
+        if not self.halt():
+            self._keep(({}, {}))
+            return
+        self.reading = threading.Thread(target=self._read_and_keep, name="pm-sampling-read", daemon=True)
+        self.reading.start()
+
+    def await_read(self) -> None:
+        if self.reading is not None:
+            self.reading.join()
+            self.reading = None
+
+    def _read_and_keep(self) -> None:
+        try:
+            sums = self.read()
+        except Exception as exc:  # noqa: BLE001 - the evaluation failed: this call is not compared
+            self.why = f"a call's samples could not be evaluated ({type(exc).__name__}: {str(exc)[:160]})"
+            sums = ({}, {})
+        self._keep(sums)
+
+    def _keep(self, sums: tuple[dict[str, float], dict[str, float]]) -> None:
+        self.windows.append(sums[0])
+        self.trimmed.append(sums[1])
+        for part, seconds in self.parts_s.items():
+            self.totals_s[part] = self.totals_s.get(part, 0.0) + seconds
+
     def close(self) -> None:
+        self.await_read()
         if self.collector is not None:
             try:
                 if self.reader is not None:

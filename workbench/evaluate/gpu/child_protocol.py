@@ -229,7 +229,7 @@ class ReleaseCommand(TypedDict):
 
 class CountersCommand(TypedDict):
     """PM sampling of the timed calls (call_counters.py): open for a timing stage, start before and stop
-    after each candidate call, close before the dynamic tier."""
+    after each candidate call, close (every call's counts) before the dynamic tier."""
 
     cmd: Literal["counters_open", "counters_start", "counters_stop", "counters_close"]
 
@@ -267,11 +267,13 @@ class CountersOpened(TypedDict):
     why: str  # why the timed calls are not counted here ("" when they are)
 
 
-class CallCounts(TypedDict):
-    counts: dict[str, float]  # one candidate call's window, every sample; empty where samples were lost
-    trimmed: dict[str, float]  # the same less the first sample (what came before the start)
+class CountedCalls(TypedDict):
+    """Every counted call of a timing stage, in call order (each read beside the calls after it)."""
+
+    counts: list[dict[str, float]]  # each call's window, every sample; empty where samples were lost
+    trimmed: list[dict[str, float]]  # the same less the first sample (what came before the start)
     why: str
-    parts_s: dict[str, float]  # the judge's seconds around this call by part (CallCounters.parts_s)
+    parts_s: dict[str, float]  # the judge's seconds around the calls by part (CallCounters.totals_s)
 
 
 class Unreadable(TypedDict):
@@ -298,7 +300,7 @@ JudgeReply = (
     | Checked
     | Released
     | CountersOpened
-    | CallCounts
+    | CountedCalls
     | Unreadable
     | Refused
 )
@@ -325,8 +327,8 @@ JUDGE_REPLIES: dict[str, type] = {
     "release": Released,
     "counters_open": CountersOpened,
     "counters_start": Released,
-    "counters_stop": CallCounts,
-    "counters_close": Released,
+    "counters_stop": Released,
+    "counters_close": CountedCalls,
 }
 
 

@@ -128,6 +128,10 @@ class Judge:
         trial = self._judge(
             request, expected_inputs, clock, fresh=False, derived_atol=DERIVED_ATOL, quick=True
         )
+        if self.counters is not None:
+            # The round's counted call was read beside this check: the next call's start waits for none.
+            self.counters.await_read()
+            clock.mark("counters_read")
         return {"trial": trial, "parts_s": clock.parts}
 
     def _judge(
@@ -260,21 +264,23 @@ class Judge:
         return {"ok": self.counters is not None}
 
     def counters_stop(self, request: dict) -> dict:
-        if self.counters is None:
-            return {"counts": {}, "trimmed": {}, "why": "no sampling was opened", "parts_s": {}}
-        window, trimmed = self.counters.stop()
-        return {
-            "counts": window,
-            "trimmed": trimmed,
-            "why": self.counters.why,
-            "parts_s": self.counters.parts_s,
-        }
+        """The window stopped; its samples are read on a thread beside what comes next (`close` says)."""
+        if self.counters is not None:
+            self.counters.stop_beside()
+        return {"ok": self.counters is not None}
 
     def counters_close(self, request: dict) -> dict:
-        if self.counters is not None:
-            self.counters.close()
-            self.counters = None
-        return {"ok": True}
+        """Every counted call's sums, in call order, once each read is done."""
+        if self.counters is None:
+            return {"counts": [], "trimmed": [], "why": "", "parts_s": {}}
+        counters, self.counters = self.counters, None
+        counters.close()
+        return {
+            "counts": counters.windows,
+            "trimmed": counters.trimmed,
+            "why": counters.why,
+            "parts_s": counters.totals_s,
+        }
 
     def release(self, request: dict) -> dict:
         self.counters_close(request)

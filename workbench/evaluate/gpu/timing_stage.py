@@ -50,7 +50,9 @@ class TimedRounds:
         self.counts_why = ""
         self.counters_s = 0.0  # the judge's requests around the counted calls (lead and settle included)
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
-        self.counter_parts: dict[str, float] = {}  # counters_s by the judge's own parts (CallCounters')
+        # The judge's own parts over the counted calls (CallCounters'): its decode and evaluation ran beside
+        # the calls after each, off counters_s (what is left of them is waited in the round's check).
+        self.counter_parts: dict[str, float] = {}
         self.counted_gaps: list[float] = []  # each counted call's wait for the sampler after its flush
         # Kept calls' seconds between the prepare's answer and the call, summed by entrant.
         self.gaps: dict[str, float] = {}
@@ -80,19 +82,20 @@ class TimedRounds:
         wall_ms = (time.perf_counter() - began) * 1e3
         if counted:
             stopped = time.perf_counter()
-            reply = session.ask_judge({"cmd": "counters_stop"})
+            session.ask_judge({"cmd": "counters_stop"})  # its samples are read beside what follows
             self.counters_s += time.perf_counter() - stopped
-            self.counts.append(reply["counts"])
-            self.trimmed.append(reply["trimmed"])
-            self.counts_why = self.counts_why or reply["why"]
-            for part, seconds in reply["parts_s"].items():
-                self.counter_parts[part] = self.counter_parts.get(part, 0.0) + seconds
         if keep:
             self.walls[entrant].append(wall_ms)
             # Every entrant's wait between its flush and its call, summed: each kept call waits out
             # `idle_target`, so the sums say whether the entrants' idle was the same.
             self.gaps[entrant] = self.gaps.get(entrant, 0.0) + began - prepared
         return seed
+
+    def counted_calls(self, closed: dict[str, Any]) -> None:
+        """The judge's counts of every counted call, read as the sampling closed."""
+        self.counts, self.trimmed = closed["counts"], closed["trimmed"]
+        self.counts_why = self.counts_why or closed["why"]
+        self.counter_parts = closed["parts_s"]
 
     def round(self, number: int, keep: bool) -> int:
         """Every entrant once, the order reversed every other round: the candidate's seed."""
@@ -175,10 +178,12 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
             # Every timed call's outputs are judged (against the reference on that call's inputs): a
             # kernel wrong on any share of its calls fails, not only when a sample happens to hit one.
             checked, bad = rounds.timed(count)
-        finally:
+        except BaseException:
             # The monitors are Nsight Compute's again before the dynamic tier.
             with contextlib.suppress(StageFailed):
                 session.ask_judge({"cmd": "counters_close"})
+            raise
+        rounds.counted_calls(session.ask_judge({"cmd": "counters_close"}))
         session.timed_counters = SampledCalls(rounds.counts, rounds.trimmed, rounds.counts_why)
         clock.mark("timed_rounds")
         ended = session.ask_runner({"cmd": "timing_end"}, "timing: collecting the trace", session.call_s + 60)
