@@ -1,0 +1,158 @@
+"""Where does opening a timing stage's PM sampling go? The judge's `counters_open` (`CallCounters`) took
+0.27-0.85 s on H100s; it runs beside the warm-up, and what the warm-up does not cover is waited (0.06-0.1 s
+an evaluation on the slower H100s at 20de725). Some of it is host-only and the same at every open: the
+configuration image CUPTI's host makes for the metrics, and the reader's host evaluator. Kept by the
+judge, a later open would pay only what needs the device.
+
+One process, several opens, each timed by step and each followed by one counted headline GEMM call
+(its trimmed tensor-pipe cycles must be the same every way):
+  fresh  as the judge opens today: cupti-python's enable, configure (a new host and image), the reader
+         (a new host evaluator), and their close;
+  kept   the configuration image and the reader's host made at the first open only; a later open is the
+         enable, CUPTI's set-config with the kept image, and the kept reader bound to the new session;
+  small  as kept, with a 32 MiB hardware buffer instead of cupti-python's 512 MiB (does the set-config's
+         cost follow the buffer's size?).
+
+`python benchmarks/pm_open_cost_probe.py [--opens N]` on the GPU host, cupti-python installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+import torch
+from headline_gemm import operands
+
+from workbench.evaluate.gpu.agreement import COUNTERS
+from workbench.evaluate.gpu.call_counters import (
+    LEAD_INTERVALS,
+    METRIC_SET,
+    SAMPLING_INTERVAL_NS,
+    SETTLE_INTERVALS,
+)
+from workbench.evaluate.gpu.sample_reader import SampleReader
+
+DEFAULT_BUFFER = 512 * 1024 * 1024
+
+
+class Steps:
+    """Milliseconds by step of one open."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self.clock = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.ms[name] = (now - self.clock) * 1e3
+        self.clock = now
+
+
+def set_config(collector: Any, image: Any, buffer_bytes: int) -> None:
+    """CUPTI's set-config with a configuration image made earlier (cupti-python's `configure` less its
+    host), and the collector told it is configured."""
+    import cupti.cupti as api
+    from cupti import pm_sampling
+
+    params = api.PmSamplingSetConfigParams()
+    params.struct_size = api.PM_SAMPLING_SET_CONFIG_PARAMS_STRUCT_SIZE
+    params.p_pm_sampling_object = collector._pm_sampling_object
+    params.config_size = len(image)
+    params.p_config = image.ctypes.data
+    params.hardware_buffer_size = buffer_bytes
+    params.sampling_interval = SAMPLING_INTERVAL_NS
+    params.trigger_mode = pm_sampling.TriggerMode.GPU_TIME_INTERVAL
+    params.hw_buffer_append_mode = pm_sampling.HardwareBufferAppendMode.KEEP_OLDEST
+    api.pm_sampling_set_config(params.ptr)
+    collector._config = image
+    collector._metrics = [counter.sampled for counter in COUNTERS.values()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--opens", type=int, default=5)
+    args = parser.parse_args()
+    from cupti import pm_sampling
+
+    a, b, c, flush = operands()
+    device = torch.cuda.current_device()
+    metrics = [counter.sampled for counter in COUNTERS.values()]
+
+    def counted(collector: Any, reader: SampleReader) -> float:
+        """One headline GEMM call after its flush, counted as `CallCounters` counts it: trimmed cycles."""
+        flush.zero_()
+        torch.cuda.synchronize()
+        begun = time.perf_counter()
+        collector.start()
+        time.sleep(LEAD_INTERVALS * SAMPLING_INTERVAL_NS / 1e9)
+        torch.matmul(a, b, out=c)
+        torch.cuda.synchronize()
+        time.sleep(SETTLE_INTERVALS * SAMPLING_INTERVAL_NS / 1e9)
+        collector.stop()
+        room = int((time.perf_counter() - begun) * 1e9 / SAMPLING_INTERVAL_NS) + 64
+        completed, room = reader.decode(room)
+        if completed >= room or completed < 2:
+            return float("nan")
+        return sum(sample[0] for sample in reader.values(completed)[1:])
+
+    for _ in range(3):  # cuBLAS's handle and the GEMM's kernel loaded before any open is timed
+        torch.matmul(a, b, out=c)
+    torch.cuda.synchronize()
+    print(f"device: {torch.cuda.get_device_name()}; {args.opens} opens each way", flush=True)
+
+    kept_image: Any = None
+    kept_reader: SampleReader | None = None
+    for way in ("fresh", "kept", "small"):
+        rows: list[dict[str, float]] = []
+        cycles: list[float] = []
+        for _ in range(args.opens):
+            steps = Steps()
+            collector = pm_sampling.Collector(device)
+            collector.enable()
+            steps("enable")
+            if way == "fresh" or kept_image is None:
+                collector.configure(
+                    metrics=metrics,
+                    sampling_interval=SAMPLING_INTERVAL_NS,
+                    single_pass_metric_set_name=METRIC_SET,
+                )
+                steps("configure")
+                kept_image = collector._config
+            else:
+                set_config(collector, kept_image, DEFAULT_BUFFER if way == "kept" else 32 * 1024 * 1024)
+                steps("set_config")
+            if way == "fresh" or kept_reader is None:
+                reader = SampleReader(collector, metrics)
+                steps("reader")
+                kept_reader = None if way == "fresh" else reader
+            else:
+                reader = kept_reader
+                reader.handle = collector._pm_sampling_object
+                steps("reader_bound")
+            cycles.append(counted(collector, reader))
+            steps("counted_call")
+            if kept_reader is not reader:
+                reader.close()
+            collector.disable()
+            steps("close")
+            rows.append(steps.ms)
+        names = list(dict.fromkeys(name for row in rows for name in row))
+        medians = {
+            name: round(statistics.median(row[name] for row in rows if name in row), 2) for name in names
+        }
+        firsts = {name: round(rows[0][name], 2) for name in rows[0]}
+        spread = (max(cycles) - min(cycles)) / statistics.median(cycles) if cycles else float("nan")
+        print(
+            f"{way}: ms by step, first open {firsts}; median of all {medians}; "
+            f"trimmed tensor cycles median {statistics.median(cycles):.4g}, (max-min)/median {spread:.2%}",
+            flush=True,
+        )
+    if kept_reader is not None:
+        kept_reader.close()
+
+
+if __name__ == "__main__":
+    main()
