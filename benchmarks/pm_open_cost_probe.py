@@ -1,15 +1,16 @@
 """Where does opening a timing stage's PM sampling go? The judge's `counters_open` (`CallCounters`) took
 0.27-0.85 s on H100s; it runs beside the warm-up, and what the warm-up does not cover is waited (0.06-0.1 s
 an evaluation on the slower H100s at 20de725). Some of it is host-only and the same at every open: the
-configuration image CUPTI's host makes for the metrics, and the reader's host evaluator. Kept by the
-judge, a later open would pay only what needs the device.
+configuration image CUPTI's host makes for the metrics. Kept by the judge, a later open would pay only
+what needs the device.
 
 One process, several opens, each timed by step and each followed by one counted headline GEMM call
 (its trimmed tensor-pipe cycles must be the same every way):
   fresh  as the judge opens today: cupti-python's enable, configure (a new host and image), the reader
          (a new host evaluator), and their close;
-  kept   the configuration image and the reader's host made at the first open only; a later open is the
-         enable, CUPTI's set-config with the kept image, and the kept reader bound to the new session;
+  kept   the configuration image made at the first open only; a later open is the enable, CUPTI's
+         set-config with the kept image, and a new reader (a reader kept from an earlier session fails
+         its first decode with ERROR_INVALID_OPERATION: its image was sized by that session's object);
   small  as kept, with a 32 MiB hardware buffer instead of cupti-python's 512 MiB (does the set-config's
          cost follow the buffer's size?).
 
@@ -104,7 +105,6 @@ def main() -> None:
     print(f"device: {torch.cuda.get_device_name()}; {args.opens} opens each way", flush=True)
 
     kept_image: Any = None
-    kept_reader: SampleReader | None = None
     for way in ("fresh", "kept", "small"):
         rows: list[dict[str, float]] = []
         cycles: list[float] = []
@@ -124,18 +124,11 @@ def main() -> None:
             else:
                 set_config(collector, kept_image, DEFAULT_BUFFER if way == "kept" else 32 * 1024 * 1024)
                 steps("set_config")
-            if way == "fresh" or kept_reader is None:
-                reader = SampleReader(collector, metrics)
-                steps("reader")
-                kept_reader = None if way == "fresh" else reader
-            else:
-                reader = kept_reader
-                reader.handle = collector._pm_sampling_object
-                steps("reader_bound")
+            reader = SampleReader(collector, metrics)  # its image is sized by this session's object
+            steps("reader")
             cycles.append(counted(collector, reader))
             steps("counted_call")
-            if kept_reader is not reader:
-                reader.close()
+            reader.close()
             collector.disable()
             steps("close")
             rows.append(steps.ms)
@@ -150,8 +143,6 @@ def main() -> None:
             f"trimmed tensor cycles median {statistics.median(cycles):.4g}, (max-min)/median {spread:.2%}",
             flush=True,
         )
-    if kept_reader is not None:
-        kept_reader.close()
 
 
 if __name__ == "__main__":
