@@ -12,7 +12,10 @@ One process, several opens, each timed by step and each followed by one counted 
          set-config with the kept image, and a new reader (a reader kept from an earlier session fails
          its first decode with ERROR_INVALID_OPERATION: its image was sized by that session's object);
   small  as kept, with a 32 MiB hardware buffer instead of cupti-python's 512 MiB (does the set-config's
-         cost follow the buffer's size?).
+         cost follow the buffer's size?);
+  room   how many samples a hardware buffer holds: a 1.5 s window of an idle GPU (30,000 samples at
+         50 us) into 4 and 16 MiB buffers, each decoded with room for all; CUPTI says when it filled.
+         The buffer must hold the longest window a timed call can make, or its newest samples are lost.
 
 `python benchmarks/pm_open_cost_probe.py [--opens N]` on the GPU host, cupti-python installed.
 """
@@ -95,7 +98,7 @@ def main() -> None:
         collector.stop()
         room = int((time.perf_counter() - begun) * 1e9 / SAMPLING_INTERVAL_NS) + 64
         completed, room = reader.decode(room)
-        if completed >= room or completed < 2:
+        if completed >= room or completed < 2 or reader.overflow:
             return float("nan")
         return sum(sample[0] for sample in reader.values(completed)[1:])
 
@@ -143,6 +146,23 @@ def main() -> None:
             f"trimmed tensor cycles median {statistics.median(cycles):.4g}, (max-min)/median {spread:.2%}",
             flush=True,
         )
+
+    for mebibytes in (4, 16):
+        collector = pm_sampling.Collector(device)
+        collector.enable()
+        set_config(collector, kept_image, mebibytes * 1024 * 1024)
+        reader = SampleReader(collector, metrics)
+        collector.start()
+        time.sleep(1.5)
+        collector.stop()
+        completed, room = reader.decode(40_000)
+        print(
+            f"room: {mebibytes} MiB held {completed} samples of a 1.5 s window (room {room}); "
+            f"filled: {reader.overflow}; {mebibytes * 1024 * 1024 / max(completed, 1):.0f} bytes a sample",
+            flush=True,
+        )
+        reader.close()
+        collector.disable()
 
 
 if __name__ == "__main__":

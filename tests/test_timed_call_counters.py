@@ -298,3 +298,20 @@ def test_a_call_whose_sampling_would_not_stop_is_kept_empty_with_the_reason() ->
     counters.close()
     assert counters.windows == [{}] and counters.trimmed == [{}] and collector.rooms == []
     assert "could not be stopped (RuntimeError: CUPTI_ERROR_INVALID_OPERATION)" in counters.why
+
+
+class _FilledReader(CollectorDecode):
+    """A read whose hardware buffer filled (CUPTI's decode says so): its newest samples are lost."""
+
+    def decode(self, room: int) -> tuple[int, int]:
+        self.overflow = True
+        return super().decode(room)
+
+
+def test_a_window_that_filled_the_hardware_buffer_is_not_compared_and_says_why() -> None:
+    counters = CallCounters(0)
+    collector = _StandInCollector()
+    counters.collector, counters.reader = collector, _FilledReader(collector)
+    counters.start()
+    assert counters.stop() == ({}, {})
+    assert counters.why == "a call's 3 samples filled the sampler's hardware buffer"

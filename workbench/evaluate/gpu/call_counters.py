@@ -127,6 +127,9 @@ class CallCounters:
         if completed >= room or completed < 2:
             self.why = f"a call gave {completed} samples ({room} made room for)"
             return {}, {}
+        if self.reader.overflow:  # the newest samples were dropped: the call would look short
+            self.why = f"a call's {completed} samples filled the sampler's hardware buffer"
+            return {}, {}
         values = self.reader.values(completed)  # each sample evaluated on the host
         self.parts_s["evaluate"] = time.perf_counter() - decoded
         return _summed(values), _summed(values[1:])

@@ -39,6 +39,7 @@ class SampleReader:
         self.evaluate = api.profiler_host_evaluate_to_gpu_values
         self.image = np.zeros(0, dtype=np.uint8)
         self.room = 0
+        self.overflow = False
 
     def _make_room(self, room: int) -> None:
         api = self.api
@@ -70,6 +71,7 @@ class SampleReader:
         decoding.p_counter_data_image = self.image.ctypes.data
         decoding.counter_data_image_size = len(self.image)
         api.pm_sampling_decode_data(decoding.ptr)
+        self.overflow = bool(decoding.overflow)  # the hardware buffer filled: the newest samples are lost
         info = api.PmSamplingGetCounterDataInfoParams()
         info.struct_size = api.PM_SAMPLING_GET_COUNTER_DATA_INFO_PARAMS_STRUCT_SIZE
         info.p_counter_data_image = self.image.ctypes.data
@@ -107,6 +109,7 @@ class CollectorDecode:
     def __init__(self, collector: Any) -> None:
         self.collector = collector
         self.samples: Any = None
+        self.overflow = False  # cupti-python's decode does not say
 
     def decode(self, room: int) -> tuple[int, int]:
         self.samples = self.collector.decode(max_samples=room)
