@@ -200,9 +200,10 @@ async def sweep(count: int, cache: Path) -> dict[str, Any]:
 
 def checks_by_part(rows: list[dict[str, Any]]) -> dict[str, float]:
     """The median over the rows of the timing stage's integrity work inside its timed rounds: the checks
-    of every timed call's outputs and each of their parts (the judge's), the counters' opening and their
-    requests around each counted call (by the judge's parts too), each entrant's summed waits between its
-    flush and its call (`gap.*`), and the stage's wait for an ncu warm range still in flight."""
+    of every timed call's outputs and each of their parts (the judge's), the counters' opening, their
+    requests around each counted call (by the judge's parts too) and their close after the rounds, each
+    entrant's summed waits between its flush and its call (`gap.*`), and the stage's wait for an ncu warm
+    range still in flight."""
     parts = [row.get("timing_parts_s") or {} for row in rows]
     kinds = ("checks", "counters", "gap.", "profiler_warm")
     names = sorted({name for seen in parts for name in seen if name.startswith(kinds)})

@@ -111,6 +111,7 @@ def test_an_honest_kernel_passes_both_tiers_with_every_timed_call_read(worker, l
         "warm_up",
         "counters_open",
         "timed_rounds",
+        "counters_close",
         "checks",
         "counters",
         "collect",
