@@ -21,7 +21,7 @@ One process, several opens, each timed by step and each followed by one counted 
 
 At 11ff5fb and 222c710 on two H100s the open was CUPTI's set-config: 291-326 ms with cupti-python's
 512 MiB buffer, the same with the image kept (the host's image costs nothing measurable), 78-80 ms with
-32 MiB; the close 71-78 ms against 41-46 ms; the enable 0.05 ms after the process's first.
+32 MiB; the close 71-79 ms against 41-46 ms; the enable 0.05 ms after the process's first.
 
 `python benchmarks/pm_open_cost_probe.py [--opens N]` on the GPU host, cupti-python installed.
 """

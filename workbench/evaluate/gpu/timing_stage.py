@@ -184,7 +184,7 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
                 session.ask_judge({"cmd": "counters_close"})
             raise
         clock.mark("timed_rounds")
-        # The sampling's close (CUPTI's disable, 71-78 ms on H100s in pm_open_cost_probe) is a part of
+        # The sampling's close (CUPTI's disable, 71-79 ms on H100s in pm_open_cost_probe) is a part of
         # its own: a cost of the round-3 checks the timed rounds do not show.
         rounds.counted_calls(session.ask_judge({"cmd": "counters_close"}))
         session.timed_counters = SampledCalls(rounds.counts, rounds.trimmed, rounds.counts_why)
