@@ -253,6 +253,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sweep", type=int, default=12)
     parser.add_argument("--only", nargs="+", choices=PARTS, default=PARTS, help="the figures to measure")
+    parser.add_argument(
+        "--service-only",
+        action="store_true",
+        help="leave out the own-worker figures (each call starts a worker: 11-15 s on H100s)",
+    )
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="ptxwb-latency-"))
     runtime = scratch / "runtime"
@@ -278,14 +283,18 @@ def main() -> None:
 
     try:
         if "one_shot" in args.only:
-            own = [one_shot(env, service=False) for _ in range(args.rounds + 1)][1:]  # the first also builds
-            record("one_shot_own", own, ("one-shot eval beyond build, own worker", "beyond_build_s"))
-            one_shot(env, service=True)  # starts the service and warms it
+            if not args.service_only:
+                own = [one_shot(env, service=False) for _ in range(args.rounds + 1)][1:]  # the first builds
+                record("one_shot_own", own, ("one-shot eval beyond build, own worker", "beyond_build_s"))
+            one_shot(env, service=True)  # starts the service and warms it (and builds, where none did)
             warm = [one_shot(env, service=True) for _ in range(args.rounds)]
             record("one_shot_service", warm, ("one-shot eval beyond build, warm service", "beyond_build_s"))
         if "back_to_back" in args.only:
-            own_b2b = asyncio.run(back_to_back(args.rounds, False, cache))
-            record("back_to_back_own", own_b2b, ("back to back beyond build, own worker", "beyond_build_s"))
+            if not args.service_only:
+                own_b2b = asyncio.run(back_to_back(args.rounds, False, cache))
+                record(
+                    "back_to_back_own", own_b2b, ("back to back beyond build, own worker", "beyond_build_s")
+                )
             warm_b2b = asyncio.run(back_to_back(args.rounds, True, cache))
             record(
                 "back_to_back_service",
