@@ -43,22 +43,10 @@ from workbench.evaluate.gpu.call_counters import (
     SAMPLING_INTERVAL_NS,
     SETTLE_INTERVALS,
 )
+from workbench.evaluate.gpu.part_clock import PartClock
 from workbench.evaluate.gpu.sample_reader import SampleReader
 
 DEFAULT_BUFFER = 512 * 1024 * 1024
-
-
-class Steps:
-    """Milliseconds by step of one open."""
-
-    def __init__(self) -> None:
-        self.ms: dict[str, float] = {}
-        self.clock = time.perf_counter()
-
-    def __call__(self, name: str) -> None:
-        now = time.perf_counter()
-        self.ms[name] = (now - self.clock) * 1e3
-        self.clock = now
 
 
 def set_config(collector: Any, image: Any, buffer_bytes: int) -> None:
@@ -118,29 +106,29 @@ def main() -> None:
         rows: list[dict[str, float]] = []
         cycles: list[float] = []
         for _ in range(args.opens):
-            steps = Steps()
+            clock = PartClock()
             collector = pm_sampling.Collector(device)
             collector.enable()
-            steps("enable")
+            clock.mark("enable")
             if way == "fresh" or kept_image is None:
                 collector.configure(
                     metrics=metrics,
                     sampling_interval=SAMPLING_INTERVAL_NS,
                     single_pass_metric_set_name=METRIC_SET,
                 )
-                steps("configure")
+                clock.mark("configure")
                 kept_image = collector._config
             else:
                 set_config(collector, kept_image, DEFAULT_BUFFER if way == "kept" else 32 * 1024 * 1024)
-                steps("set_config")
+                clock.mark("set_config")
             reader = SampleReader(collector, metrics)  # its image is sized by this session's object
-            steps("reader")
+            clock.mark("reader")
             cycles.append(counted(collector, reader))
-            steps("counted_call")
+            clock.mark("counted_call")
             reader.close()
             collector.disable()
-            steps("close")
-            rows.append(steps.ms)
+            clock.mark("close")
+            rows.append({step: seconds * 1e3 for step, seconds in clock.parts.items()})
         names = list(dict.fromkeys(name for row in rows for name in row))
         medians = {
             name: round(statistics.median(row[name] for row in rows if name in row), 2) for name in names

@@ -4,7 +4,7 @@ the samples' evaluation 0.9 ms (`pm_sampling_timing_probe.py`). Two ways to spen
 H100 (5d849c9, f151dbe): one read after the last call (a start after a stop without a decode fails with
 ERROR_UNKNOWN) and a smaller hardware buffer (1 MiB to 512 MiB: the same 3.7-4.0 ms decode).
 
-Two questions, on the headline GEMM's call (M=8192, N=7168, K=5120, bf16, cuBLAS through torch.matmul)
+Three questions, on the headline GEMM's call (M=8192, N=7168, K=5120, bf16, cuBLAS through torch.matmul)
 after the runner's L2 flush:
   intervals  the sampling interval (20, 50, 100, 200 us), one collector each as the judge configures it
              (`CallCounters`, lead and settle scaled): ms per call by part, samples per call, and the
@@ -34,6 +34,7 @@ from headline_gemm import operands
 
 from workbench.evaluate.gpu.agreement import COUNTERS
 from workbench.evaluate.gpu.call_counters import CallCounters
+from workbench.evaluate.gpu.part_clock import PartClock
 from workbench.evaluate.gpu.sample_reader import CollectorDecode, SampleReader
 
 INTERVALS_US = (20, 50, 100, 200)
@@ -45,31 +46,23 @@ def decode_steps(collector: object, room: int) -> dict[str, float]:
     import cupti.cupti as api
     import cupti.profiler_host as host_api
 
-    steps: dict[str, float] = {}
-    clock = time.perf_counter()
-
-    def step(name: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        steps[name] = (now - clock) * 1e3
-        clock = now
-
+    clock = PartClock()
     image = collector._create_counter_data_image(room)  # type: ignore[attr-defined]
-    step("image")
+    clock.mark("image")
     params = api.PmSamplingDecodeDataParams()
     params.struct_size = api.PM_SAMPLING_DECODE_DATA_PARAMS_STRUCT_SIZE
     params.p_pm_sampling_object = collector._pm_sampling_object  # type: ignore[attr-defined]
     params.p_counter_data_image = image.ctypes.data
     params.counter_data_image_size = len(image)
     api.pm_sampling_decode_data(params.ptr)
-    step("decode_data")
+    clock.mark("decode_data")
     info = api.PmSamplingGetCounterDataInfoParams()
     info.struct_size = api.PM_SAMPLING_GET_COUNTER_DATA_INFO_PARAMS_STRUCT_SIZE
     info.p_counter_data_image = image.ctypes.data
     info.counter_data_image_size = len(image)
     api.pm_sampling_get_counter_data_info(info.ptr)
     completed = info.num_completed_samples
-    step("info")
+    clock.mark("info")
     for index in range(completed):
         sample = api.PmSamplingCounterDataGetSampleInfoParams()
         sample.struct_size = api.PM_SAMPLING_COUNTER_DATA_GET_SAMPLE_INFO_PARAMS_STRUCT_SIZE
@@ -78,19 +71,20 @@ def decode_steps(collector: object, room: int) -> dict[str, float]:
         sample.counter_data_image_size = len(image)
         sample.sample_index = index
         api.pm_sampling_counter_data_get_sample_info(sample.ptr)
-    step("sample_info")
+    clock.mark("sample_info")
     evaluator = host_api.ProfilerHost(
         collector._chip_name,  # type: ignore[attr-defined]
         host_api.ProfilerType.PM_SAMPLING,
     )
     evaluator.initialize()
-    step("host_setup")
+    clock.mark("host_setup")
     metrics = collector._metrics  # type: ignore[attr-defined]
     for index in range(completed):
         evaluator.evaluate_metric_values(counter_data_image=image, metrics=metrics, index=index)
-    step("evaluate")
+    clock.mark("evaluate")
     evaluator.deinitialize()
-    step("host_teardown")
+    clock.mark("host_teardown")
+    steps = {step: seconds * 1e3 for step, seconds in clock.parts.items()}
     steps["samples"] = float(completed)
     return steps
 
