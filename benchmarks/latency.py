@@ -17,8 +17,8 @@ seconds after the go in evaluations whose ncu run was warmed (its first profiled
 candidate came) against those whose was not (each row says which; a one-shot's own fresh worker is
 expected to have had no time to warm): the warm range's saving.
 
-`python benchmarks/latency.py OUT.json [--rounds R] [--sweep N] [--only PART ...]` (PART: one_shot, back_to_back,
-sweep, author; all by default).
+`python benchmarks/latency.py OUT.json [--rounds R] [--sweep N] [--only PART ...] [--service-only]` (PART:
+one_shot, back_to_back, sweep, author; all by default; `--service-only` leaves out the own-worker figures).
 Figure 3 watches the file with watchfiles, which a bare GPU host lacks: add its wheels to the worker's
 (`device-wheels watchfiles==1.3.0 anyio==4.16.0 idna==3.20 sniffio==1.3.1`, the core lock's versions).
 """

@@ -43,7 +43,6 @@ class CallCounters:
         self.lead_s = LEAD_INTERVALS * interval_ns / 1e9
         self.settle_s = SETTLE_INTERVALS * interval_ns / 1e9
         self.begun = 0.0  # when the window's start was asked
-        self.started = 0.0  # when the call's part of the window began (after the lead)
         self.stopped = 0.0  # when the window's stop was done
         # The last call's seconds by part (CUPTI's start, the lead, the settle, CUPTI's stop, the decode,
         # the samples' evaluation): where a counted call's cost goes.
@@ -85,8 +84,7 @@ class CallCounters:
             self.collector.start()  # type: ignore[attr-defined]
             started = time.perf_counter()
             time.sleep(self.lead_s)  # the first sample, with what came before the start, is taken
-            self.started = time.perf_counter()
-            self.parts_s = {"start": started - self.begun, "lead": self.started - started}
+            self.parts_s = {"start": started - self.begun, "lead": time.perf_counter() - started}
 
     def stop(self) -> tuple[dict[str, float], dict[str, float]]:
         """The counters summed over the window's samples, and over all but its first; both empty where
