@@ -13,11 +13,13 @@ One process, several opens, each timed by step and each followed by one counted 
          its first decode with ERROR_INVALID_OPERATION: its image was sized by that session's object);
   small  as kept, with a 32 MiB hardware buffer instead of cupti-python's 512 MiB (does the set-config's
          cost follow the buffer's size?);
-  room   how many samples a hardware buffer holds: a 0.3 s window of an idle GPU (6,000 samples at
-         50 us) into 1 and 4 MiB buffers, each decoded with room for 8,000; CUPTI says when it filled.
-         The buffer must hold the longest window a timed call can make, or its newest samples are lost.
-         Not run yet in this form: a 1.5 s window decoded with room for 40,000 failed in CUPTI's decode
-         with ERROR_OUT_OF_MEMORY (H100, 222c710).
+  sizes  the set-config and the close alone, at 16, 64, 128 and 256 MiB: the cost's line against size;
+  room   how many samples a MiB of hardware buffer holds: idle windows of 0.05-1 s into 1-16 MiB buffers,
+         in both append modes. KEEP_LATEST keeps the newest records when it fills, so its count is the
+         buffer's capacity; KEEP_OLDEST says it filled (cupti-python reads CUPTI's ERROR_OUT_OF_MEMORY in
+         the decode as a filled buffer). Beside it, the host image's bytes a sample (CUPTI's size for
+         2,000 samples less that for 1,000). A 1.5 s window into a small buffer failed in the decode with
+         ERROR_OUT_OF_MEMORY at 222c710 (H100): the buffer had filled.
 
 At 11ff5fb and 222c710 on two H100s the open was CUPTI's set-config: 291-326 ms with cupti-python's
 512 MiB buffer, the same with the image kept (the host's image costs nothing measurable), 78-80 ms with
@@ -49,7 +51,7 @@ from workbench.evaluate.gpu.sample_reader import SampleReader
 DEFAULT_BUFFER = 512 * 1024 * 1024
 
 
-def set_config(collector: Any, image: Any, buffer_bytes: int) -> None:
+def set_config(collector: Any, image: Any, buffer_bytes: int, append_mode: Any = None) -> None:
     """CUPTI's set-config with a configuration image made earlier (cupti-python's `configure` less its
     host), and the collector told it is configured."""
     import cupti.cupti as api
@@ -63,7 +65,7 @@ def set_config(collector: Any, image: Any, buffer_bytes: int) -> None:
     params.hardware_buffer_size = buffer_bytes
     params.sampling_interval = SAMPLING_INTERVAL_NS
     params.trigger_mode = pm_sampling.TriggerMode.GPU_TIME_INTERVAL
-    params.hw_buffer_append_mode = pm_sampling.HardwareBufferAppendMode.KEEP_OLDEST
+    params.hw_buffer_append_mode = append_mode or pm_sampling.HardwareBufferAppendMode.KEEP_OLDEST
     api.pm_sampling_set_config(params.ptr)
     collector._config = image
     collector._metrics = [counter.sampled for counter in COUNTERS.values()]
@@ -141,22 +143,52 @@ def main() -> None:
             flush=True,
         )
 
-    for mebibytes in (1, 4):
+    for mebibytes in (16, 64, 128, 256):
+        clock = PartClock()
         collector = pm_sampling.Collector(device)
         collector.enable()
+        clock.mark("enable")
         set_config(collector, kept_image, mebibytes * 1024 * 1024)
-        reader = SampleReader(collector, metrics)
-        collector.start()
-        time.sleep(0.3)
-        collector.stop()
-        completed, room = reader.decode(8_000)
+        clock.mark("set_config")
+        collector.disable()
+        clock.mark("close")
         print(
-            f"room: {mebibytes} MiB held {completed} samples of a 0.3 s window (room {room}); "
-            f"filled: {reader.overflow}; {mebibytes * 1024 * 1024 / max(completed, 1):.0f} bytes a sample",
+            f"sizes: {mebibytes} MiB, ms by step { {step: round(seconds * 1e3, 2) for step, seconds in clock.parts.items()} }",
             flush=True,
         )
-        reader.close()
-        collector.disable()
+
+    image_bytes = 0.0
+    for mode in (
+        pm_sampling.HardwareBufferAppendMode.KEEP_LATEST,
+        pm_sampling.HardwareBufferAppendMode.KEEP_OLDEST,
+    ):
+        for mebibytes, window_s in ((1, 0.05), (1, 0.3), (4, 0.3), (16, 1.0)):
+            collector = pm_sampling.Collector(device)
+            collector.enable()
+            set_config(collector, kept_image, mebibytes * 1024 * 1024, mode)
+            reader = SampleReader(collector, metrics)
+            if not image_bytes:
+                reader._make_room(2_000)
+                larger = len(reader.image)
+                reader._make_room(1_000)
+                image_bytes = (larger - len(reader.image)) / 1_000
+                print(f"room: the host image holds a sample in {image_bytes:.0f} bytes", flush=True)
+            collector.start()
+            time.sleep(window_s)
+            collector.stop()
+            asked = int(window_s * 1e9 / SAMPLING_INTERVAL_NS) + 64
+            try:
+                completed, room = reader.decode(asked)
+                said = f"{completed} samples (room {room}), filled: {reader.overflow}"
+                said += f", {mebibytes * 1024 * 1024 / max(completed, 1):.0f} buffer bytes a sample"
+            except Exception as exc:  # noqa: BLE001 - a filled buffer may fail the decode: that is the answer
+                said = f"decode failed: {type(exc).__name__}: {str(exc)[:160]}"
+            print(
+                f"room: {mode.name}, {mebibytes} MiB, a {window_s} s window ({asked - 64} intervals): {said}",
+                flush=True,
+            )
+            reader.close()
+            collector.disable()
 
 
 if __name__ == "__main__":
