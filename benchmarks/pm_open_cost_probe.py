@@ -14,12 +14,12 @@ One process, several opens, each timed by step and each followed by one counted 
   small  as kept, with a 32 MiB hardware buffer instead of cupti-python's 512 MiB (does the set-config's
          cost follow the buffer's size?);
   sizes  the set-config and the close alone, at 16, 64, 128 and 256 MiB: the cost's line against size;
-  room   how many samples a MiB of hardware buffer holds: idle windows of 0.05-1 s into 1-16 MiB buffers,
-         in both append modes. KEEP_LATEST keeps the newest records when it fills, so its count is the
-         buffer's capacity; KEEP_OLDEST says it filled (cupti-python reads CUPTI's ERROR_OUT_OF_MEMORY in
-         the decode as a filled buffer). Beside it, the host image's bytes a sample (CUPTI's size for
-         2,000 samples less that for 1,000). A 1.5 s window into a small buffer failed in the decode with
-         ERROR_OUT_OF_MEMORY at 222c710 (H100): the buffer had filled.
+  room   how many samples a MiB of hardware buffer holds: idle windows of 5-640 ms into 16 and 64 MiB
+         buffers; the longest that decodes and the shortest that does not bound a sample's bytes. Beside
+         it, the host image's bytes a sample (CUPTI's size for 2,000 samples less that for 1,000). At
+         02296f0 (H100) a filled buffer failed the decode with ERROR_OUT_OF_MEMORY (cupti-python reads
+         it as a filled buffer) even at 1 MiB and 50 ms, and KEEP_LATEST's decode failed with
+         ERROR_UNKNOWN at every size: only KEEP_OLDEST is usable, and its buffer must hold the window.
 
 At 11ff5fb and 222c710 on two H100s the open was CUPTI's set-config: 291-326 ms with cupti-python's
 512 MiB buffer, the same with the image kept (the host's image costs nothing measurable), 78-80 ms with
@@ -158,14 +158,11 @@ def main() -> None:
         )
 
     image_bytes = 0.0
-    for mode in (
-        pm_sampling.HardwareBufferAppendMode.KEEP_LATEST,
-        pm_sampling.HardwareBufferAppendMode.KEEP_OLDEST,
-    ):
-        for mebibytes, window_s in ((1, 0.05), (1, 0.3), (4, 0.3), (16, 1.0)):
+    for mebibytes, windows_ms in ((16, (5, 10, 20, 40, 80, 160)), (64, (80, 160, 320, 640))):
+        for window_ms in windows_ms:
             collector = pm_sampling.Collector(device)
             collector.enable()
-            set_config(collector, kept_image, mebibytes * 1024 * 1024, mode)
+            set_config(collector, kept_image, mebibytes * 1024 * 1024)
             reader = SampleReader(collector, metrics)
             if not image_bytes:
                 reader._make_room(2_000)
@@ -174,19 +171,16 @@ def main() -> None:
                 image_bytes = (larger - len(reader.image)) / 1_000
                 print(f"room: the host image holds a sample in {image_bytes:.0f} bytes", flush=True)
             collector.start()
-            time.sleep(window_s)
+            time.sleep(window_ms / 1e3)
             collector.stop()
-            asked = int(window_s * 1e9 / SAMPLING_INTERVAL_NS) + 64
+            asked = int(window_ms * 1e6 / SAMPLING_INTERVAL_NS)
             try:
-                completed, room = reader.decode(asked)
+                completed, room = reader.decode(asked + 64)
                 said = f"{completed} samples (room {room}), filled: {reader.overflow}"
-                said += f", {mebibytes * 1024 * 1024 / max(completed, 1):.0f} buffer bytes a sample"
-            except Exception as exc:  # noqa: BLE001 - a filled buffer may fail the decode: that is the answer
+                said += f"; the buffer over them: {mebibytes * 1024 * 1024 / max(completed, 1):.0f} bytes a sample"
+            except Exception as exc:  # noqa: BLE001 - a filled buffer fails the decode: that is the answer
                 said = f"decode failed: {type(exc).__name__}: {str(exc)[:160]}"
-            print(
-                f"room: {mode.name}, {mebibytes} MiB, a {window_s} s window ({asked - 64} intervals): {said}",
-                flush=True,
-            )
+            print(f"room: {mebibytes} MiB, a {window_ms} ms window ({asked} intervals): {said}", flush=True)
             reader.close()
             collector.disable()
 
