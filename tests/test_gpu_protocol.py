@@ -92,6 +92,7 @@ JUDGE_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
     ({"ok": True}, "release"),
     ({"unreadable": "the buffer was unmapped"}, "check"),
     ({"cmd": "counters_open"}, None),
+    ({"cmd": "counters_open", "window_s": 0.25}, None),
     ({"cmd": "counters_start"}, None),
     ({"cmd": "counters_stop"}, None),
     ({"cmd": "counters_close"}, None),
@@ -108,12 +109,13 @@ JUDGE_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
                 {"tensor_cycles": 134_217_728.0, "fma_instructions": 13_074_432.0},
                 {},
             ],
+            "outgrown": [],
             "why": "a call gave 1 samples (70 made room for)",
             "parts_s": {"start": 0.002, "lead": 0.0001, "settle": 0.00005, "stop": 0.003, "decode": 0.001},
         },
         "counters_close",
     ),
-    ({"counts": [], "trimmed": [], "why": "", "parts_s": {}}, "counters_close"),
+    ({"counts": [{}], "trimmed": [{}], "outgrown": [1], "why": "", "parts_s": {}}, "counters_close"),
 ]
 
 
@@ -176,7 +178,8 @@ def test_a_malformed_answer_names_its_field() -> None:
     # One call's counts where the close answers every counted call's.
     with pytest.raises(ProtocolError) as raised:
         child_protocol.decode_judge(
-            {"counts": {"tensor_cycles": 1.0}, "trimmed": [], "why": "", "parts_s": {}}, "counters_close"
+            {"counts": {"tensor_cycles": 1.0}, "trimmed": [], "outgrown": [], "why": "", "parts_s": {}},
+            "counters_close",
         )
     assert raised.value.field == "counts"
 

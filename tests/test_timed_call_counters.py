@@ -20,7 +20,16 @@ from workbench.evaluate.gpu.agreement import (
     counter_disagreements,
     counters_against_timed,
 )
-from workbench.evaluate.gpu.call_counters import SAMPLING_INTERVAL_NS, CallCounters
+from workbench.evaluate.gpu.call_counters import (
+    BUFFER_BYTES_PER_SAMPLE,
+    MAX_BUFFER_BYTES,
+    MIN_BUFFER_BYTES,
+    SAMPLING_INTERVAL_NS,
+    WINDOW_FLOOR_S,
+    CallCounters,
+    sampling_for,
+    window_for,
+)
 from workbench.evaluate.gpu.profile import counter_metrics, ncu_command, parse_raw_csv
 from workbench.evaluate.gpu.sample_reader import CollectorDecode
 from workbench.evaluate.gpu.worker import Worker
@@ -90,7 +99,7 @@ def _launch(name: str, counters: dict[str, float]) -> dict:
 
 def _sampled(calls: list[dict[str, float]]) -> SampledCalls:
     """Calls whose window held nothing before them: the trimmed counts are the window's."""
-    return SampledCalls(calls, calls, "")
+    return SampledCalls(calls, calls, "", [], 0.25)
 
 
 def test_the_dynamic_tier_sums_the_candidates_own_kernels_and_fails_a_short_timed_call() -> None:
@@ -118,7 +127,9 @@ def test_more_is_judged_on_the_trimmed_window() -> None:
     launches = [_launch("gemm", WGMMA)]
     # The whole window holds the work before the call (the first sample): more, never fewer.
     residual = {name: 4.017 * value for name, value in WGMMA.items()}
-    quiet = counters_against_timed(launches, None, SampledCalls([residual], [dict(WGMMA)], ""), FLOPS)
+    quiet = counters_against_timed(
+        launches, None, SampledCalls([residual], [dict(WGMMA)], "", [], 0.25), FLOPS
+    )
     assert quiet.failed is None and "match the profiled call's" in quiet.note
     failed = counters_against_timed(launches, None, _sampled([dict(MMA_SYNC)] * 4), FLOPS)
     assert failed.failed is not None and failed.note == ""
@@ -159,7 +170,7 @@ def test_a_side_without_counters_is_said_with_the_samplers_reason() -> None:
         (counted, [], "PM sampling is not available on this GPU", "PM sampling is not available on this GPU"),
     ]
     for launches, timed, why, said in cases:
-        verdict = counters_against_timed(launches, None, SampledCalls(timed, timed, why), FLOPS)
+        verdict = counters_against_timed(launches, None, SampledCalls(timed, timed, why, [], 0.25), FLOPS)
         assert verdict == (None, f"[the timed calls' counters were not compared: {said}]")
 
 
@@ -300,18 +311,68 @@ def test_a_call_whose_sampling_would_not_stop_is_kept_empty_with_the_reason() ->
     assert "could not be stopped (RuntimeError: CUPTI_ERROR_INVALID_OPERATION)" in counters.why
 
 
-class _FilledReader(CollectorDecode):
-    """A read whose hardware buffer filled (CUPTI's decode says so): its newest samples are lost."""
+class _FillsOnCall(_HeldDecode):
+    """A collector whose hardware buffer fills on the given calls (from 1): cupti-python's decode then
+    fails with MemoryError (CUPTI's ERROR_OUT_OF_MEMORY), as every window larger than its buffer did on
+    an H100 (94a280e)."""
 
-    def decode(self, room: int) -> tuple[int, int]:
-        self.overflow = True
-        return super().decode(room)
+    def __init__(self, filled: set[int]) -> None:
+        super().__init__()
+        self.filled = filled
+        self.go.set()
+
+    def decode(self, max_samples: int) -> _Samples:
+        if len(self.rooms) + 1 in self.filled:
+            self.rooms.append(max_samples)
+            raise MemoryError("Record overflow in the hardware buffer.")
+        return _StandInCollector.decode(self, max_samples)
 
 
-def test_a_window_that_filled_the_hardware_buffer_is_not_compared_and_says_why() -> None:
-    counters = CallCounters(0)
-    collector = _StandInCollector()
-    counters.collector, counters.reader = collector, _FilledReader(collector)
-    counters.start()
-    assert counters.stop() == ({}, {})
-    assert counters.why == "a call's 3 samples filled the sampler's hardware buffer"
+def test_a_window_that_outgrew_the_hardware_buffer_is_kept_by_its_call_number_and_says_why() -> None:
+    counters = CallCounters(0, window_s=0.5)
+    collector = _FillsOnCall({2})
+    counters.collector, counters.reader = collector, CollectorDecode(collector)
+    for _ in range(3):
+        counters.start()
+        counters.stop_beside()
+    counters.close()
+    assert counters.outgrown == [2]
+    assert counters.windows[1] == {} and counters.trimmed[1] == {}
+    assert counters.windows[0] == counters.windows[2] == dict(zip(COUNTERS, (8.0, 16.0), strict=True))
+    assert counters.why == (
+        "a call's window outgrew the sampler's hardware buffer, sized for 0.50 s (0 samples read)"
+    )
+
+
+def test_the_buffer_is_sized_from_the_stages_first_call_and_the_interval_grows_only_past_the_largest() -> (
+    None
+):
+    # A call of a fraction of a second gets the floor's window; longer ones twenty times their first call.
+    assert window_for(0.004) == WINDOW_FLOOR_S and window_for(5.0) == WINDOW_FLOOR_S
+    assert window_for(100.0) == 2.0
+    interval, buffer = sampling_for(WINDOW_FLOOR_S)
+    samples = WINDOW_FLOOR_S * 1e9 / SAMPLING_INTERVAL_NS
+    assert interval == SAMPLING_INTERVAL_NS and buffer >= samples * BUFFER_BYTES_PER_SAMPLE
+    assert buffer < MAX_BUFFER_BYTES / 4  # the point: CUPTI's set-up follows the buffer's size
+    assert sampling_for(0.001)[1] == MIN_BUFFER_BYTES
+    # Past what the largest buffer holds at the interval, the interval grows and the window still fits.
+    for window_s in (10.0, 60.0):
+        interval, buffer = sampling_for(window_s)
+        assert buffer == MAX_BUFFER_BYTES and interval > SAMPLING_INTERVAL_NS
+        assert (window_s * 1e9 / interval) * BUFFER_BYTES_PER_SAMPLE <= MAX_BUFFER_BYTES
+    # A probe's finer interval is kept where the buffer holds the window at it.
+    assert sampling_for(WINDOW_FLOOR_S, 20_000)[0] == 20_000
+
+
+def test_a_timed_call_that_outgrew_the_sampler_fails_the_proof_and_names_the_call() -> None:
+    launches = [_launch("gemm", WGMMA)]
+    sampled = SampledCalls([dict(WGMMA), {}, dict(WGMMA)], [dict(WGMMA), {}, dict(WGMMA)], "", [2], 0.25)
+    verdict = counters_against_timed(launches, None, sampled, FLOPS)
+    assert verdict.failed == (
+        "timed call 2 ran longer than the sampler's buffer holds (0.25 s, sized from the candidate's "
+        "first call in the stage); 1 of 3 timed calls could not be counted: a timed call far slower than "
+        "the warm-up's is not proved to run the profiled path"
+    )
+    # Where ncu did not count the profiled call there is nothing to prove against: said, not failed.
+    unprofiled = counters_against_timed([{"name": "gemm"}], None, sampled, FLOPS)
+    assert unprofiled.failed is None and "not compared" in unprofiled.note

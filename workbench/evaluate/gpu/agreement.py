@@ -111,11 +111,14 @@ def counter_disagreements(
 
 class SampledCalls(NamedTuple):
     """The timed calls' PM-sampled counters: each call's whole window, the same less its first sample
-    (what the GPU counted before the start), and why there are none where so."""
+    (what the GPU counted before the start), why there are none where so, and the calls (from 1) whose
+    window outgrew the sampler's buffer, sized for `window_s`."""
 
     windows: list[dict[str, float]]
     trimmed: list[dict[str, float]]
     why: str
+    outgrown: list[int]
+    window_s: float
 
 
 class CounterVerdict(NamedTuple):
@@ -138,6 +141,17 @@ def counters_against_timed(
         values = [launch.get("counters", {}).get(name) for launch in proven]
         if values and all(value is not None for value in values):
             profiled[name] = float(sum(values))
+    if profiled and sampled.outgrown:
+        # Sized from the stage's first call of the candidate, many times over (call_counters.window_for):
+        # a timed call that ran that much longer than its warm-up is not counted, so it is not proved.
+        first = sampled.outgrown[0]
+        return CounterVerdict(
+            f"timed call {first} ran longer than the sampler's buffer holds ({sampled.window_s:.2f} s, "
+            f"sized from the candidate's first call in the stage); {len(sampled.outgrown)} of "
+            f"{len(sampled.windows)} timed calls could not be counted: a timed call far slower than the "
+            "warm-up's is not proved to run the profiled path",
+            "",
+        )
     windows = [counts for counts in sampled.windows if counts]
     if not profiled or not windows:
         reason = sampled.why or (

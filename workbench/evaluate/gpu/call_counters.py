@@ -16,6 +16,7 @@ Only while the timing stage runs: Nsight Compute, which profiles the next stage,
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -30,16 +31,44 @@ SAMPLING_INTERVAL_NS = 50_000
 # finished, before the stop: two (the sample that holds its last counts is taken).
 LEAD_INTERVALS, SETTLE_INTERVALS = 5, 2
 METRIC_SET = "TriageCompute"  # GH100's single-pass set that holds both counters
+# The hardware buffer must hold a whole window: a full one fails the decode and the call is not read.
+# A sample takes 2.6-5.2 KB of it on an H100 (94a280e: 4 MiB held 809 samples and not 1,600; 16 MiB
+# 3,212 and not 6,400); room is made for 8 KiB. CUPTI's set-up and close follow the buffer's size
+# (there: 71 ms and 43 ms at 16 MiB, 313 and 79 at cupti-python's 512 MiB), so the buffer is sized to
+# the window the stage expects, not the call limit (10 s or more: gigabytes at this interval).
+BUFFER_BYTES_PER_SAMPLE = 8 * 1024
+MIN_BUFFER_BYTES, MAX_BUFFER_BYTES = 16 * 1024 * 1024, 512 * 1024 * 1024
+# The window a stage's counted calls may take: its candidate's first call, many times over, and never
+# less than a floor that holds any call of a fraction of a second with the requests around it. An
+# honest call does not grow twentyfold between its warm-up and its timed calls; one that does is not
+# counted, and fails (`agreement.counters_against_timed`).
+WINDOW_FACTOR, WINDOW_FLOOR_S = 20, 0.25
+
+
+def window_for(first_call_ms: float) -> float:
+    """The seconds a counted call's window may take, given the candidate's first call in the stage."""
+    return max(WINDOW_FLOOR_S, WINDOW_FACTOR * first_call_ms / 1e3)
+
+
+def sampling_for(window_s: float, interval_ns: int = SAMPLING_INTERVAL_NS) -> tuple[int, int]:
+    """The interval (at least `interval_ns`) and hardware buffer whose samples hold `window_s`: a longer
+    interval only where the largest buffer would not hold the window at `interval_ns`."""
+    interval_ns = max(interval_ns, math.ceil(window_s * 1e9 * BUFFER_BYTES_PER_SAMPLE / MAX_BUFFER_BYTES))
+    samples = math.ceil(window_s * 1e9 / interval_ns) + 64
+    return interval_ns, min(MAX_BUFFER_BYTES, max(MIN_BUFFER_BYTES, samples * BUFFER_BYTES_PER_SAMPLE))
 
 
 class CallCounters:
     """One PM-sampling session on one device; `why` says why there is none."""
 
-    def __init__(self, device_index: int, interval_ns: int = SAMPLING_INTERVAL_NS) -> None:
+    def __init__(
+        self, device_index: int, window_s: float = WINDOW_FLOOR_S, interval_ns: int = SAMPLING_INTERVAL_NS
+    ) -> None:
         self.collector: object | None = None
         self.reader: SampleReader | CollectorDecode | None = None
         self.why = ""
-        self.interval_ns = interval_ns
+        self.window_s = window_s
+        self.interval_ns, buffer_bytes = sampling_for(window_s, interval_ns)
         self.lead_s = LEAD_INTERVALS * interval_ns / 1e9
         self.settle_s = SETTLE_INTERVALS * interval_ns / 1e9
         self.begun = 0.0  # when the window's start was asked
@@ -50,6 +79,8 @@ class CallCounters:
         # Calls stopped by `stop_beside`: each one's sums, their parts summed, the read still running.
         self.windows: list[dict[str, float]] = []
         self.trimmed: list[dict[str, float]] = []
+        self.outgrown: list[int] = []  # the calls (from 1) whose window outgrew the hardware buffer
+        self.filled = False  # the last read's window did
         self.totals_s: dict[str, float] = {}
         self.reading: threading.Thread | None = None
         try:
@@ -64,7 +95,8 @@ class CallCounters:
         try:
             collector.configure(
                 metrics=metrics,
-                sampling_interval=interval_ns,
+                hardware_buffer_size=buffer_bytes,
+                sampling_interval=self.interval_ns,
                 single_pass_metric_set_name=METRIC_SET,
             )
         except Exception as exc:  # noqa: BLE001 - another chip's names: not made, said
@@ -93,6 +125,7 @@ class CallCounters:
 
     def halt(self) -> bool:
         """The window ended once the call's last sample is taken: False where sampling failed."""
+        self.filled = False
         if self.collector is None or self.reader is None:
             return False
         settling = time.perf_counter()
@@ -122,11 +155,15 @@ class CallCounters:
             return {}, {}
         decoded = time.perf_counter()
         self.parts_s["decode"] = decoded - decoding
+        if self.reader.overflow:  # the newest samples were dropped: the call would look short
+            self.filled = True
+            self.why = (
+                f"a call's window outgrew the sampler's hardware buffer, sized for {self.window_s:.2f} s "
+                f"({completed} samples read)"
+            )
+            return {}, {}
         if completed >= room or completed < 2:
             self.why = f"a call gave {completed} samples ({room} made room for)"
-            return {}, {}
-        if self.reader.overflow:  # the newest samples were dropped: the call would look short
-            self.why = f"a call's {completed} samples filled the sampler's hardware buffer"
             return {}, {}
         values = self.reader.values(completed)  # each sample evaluated on the host
         self.parts_s["evaluate"] = time.perf_counter() - decoded
@@ -158,6 +195,9 @@ class CallCounters:
     def _keep(self, sums: tuple[dict[str, float], dict[str, float]]) -> None:
         self.windows.append(sums[0])
         self.trimmed.append(sums[1])
+        if self.filled:
+            self.outgrown.append(len(self.windows))
+            self.filled = False
         for part, seconds in self.parts_s.items():
             self.totals_s[part] = self.totals_s.get(part, 0.0) + seconds
 

@@ -232,6 +232,7 @@ class CountersCommand(TypedDict):
     after each candidate call, close (every call's counts) before the dynamic tier."""
 
     cmd: Literal["counters_open", "counters_start", "counters_stop", "counters_close"]
+    window_s: NotRequired[float]  # counters_open: how long a counted call's window may take
 
 
 class JudgeReady(TypedDict):
@@ -272,6 +273,7 @@ class CountedCalls(TypedDict):
 
     counts: list[dict[str, float]]  # each call's window, every sample; empty where samples were lost
     trimmed: list[dict[str, float]]  # the same less the first sample (what came before the start)
+    outgrown: list[int]  # the calls (from 1) whose window outgrew the sampler's hardware buffer
     why: str
     parts_s: dict[str, float]  # the judge's seconds around the calls by part (CallCounters.totals_s)
 

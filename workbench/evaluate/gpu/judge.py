@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import torch
 
 from workbench.evaluate.gpu import sandbox
-from workbench.evaluate.gpu.call_counters import CallCounters
+from workbench.evaluate.gpu.call_counters import WINDOW_FLOOR_S, CallCounters
 from workbench.evaluate.gpu.child_protocol import decode_judge, encode_judge
 from workbench.evaluate.gpu.correctness import (
     PASSED,
@@ -255,7 +255,7 @@ class Judge:
         self.counters_close(request)
         if self.device == "cpu":
             return {"ok": False, "why": "no GPU to sample"}
-        self.counters = CallCounters(torch.cuda.current_device())
+        self.counters = CallCounters(torch.cuda.current_device(), request.get("window_s", WINDOW_FLOOR_S))
         return {"ok": self.counters.collector is not None, "why": self.counters.why}
 
     def counters_start(self, request: dict) -> dict:
@@ -272,12 +272,13 @@ class Judge:
     def counters_close(self, request: dict) -> dict:
         """Every counted call's sums, in call order, once each read is done."""
         if self.counters is None:
-            return {"counts": [], "trimmed": [], "why": "", "parts_s": {}}
+            return {"counts": [], "trimmed": [], "outgrown": [], "why": "", "parts_s": {}}
         counters, self.counters = self.counters, None
         counters.close()
         return {
             "counts": counters.windows,
             "trimmed": counters.trimmed,
+            "outgrown": counters.outgrown,
             "why": counters.why,
             "parts_s": counters.totals_s,
         }

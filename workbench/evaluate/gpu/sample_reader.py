@@ -70,7 +70,15 @@ class SampleReader:
         decoding.p_pm_sampling_object = self.handle
         decoding.p_counter_data_image = self.image.ctypes.data
         decoding.counter_data_image_size = len(self.image)
-        api.pm_sampling_decode_data(decoding.ptr)
+        try:
+            api.pm_sampling_decode_data(decoding.ptr)
+        except api.cuptiError as exc:
+            # How CUPTI's decode says the hardware buffer filled (cupti-python reads it so too; on an
+            # H100, 94a280e, every window larger than its buffer failed so): the window is lost.
+            if exc.status != api.Result.ERROR_OUT_OF_MEMORY:
+                raise
+            self.overflow = True
+            return 0, self.room
         self.overflow = bool(decoding.overflow)  # the hardware buffer filled: the newest samples are lost
         info = api.PmSamplingGetCounterDataInfoParams()
         info.struct_size = api.PM_SAMPLING_GET_COUNTER_DATA_INFO_PARAMS_STRUCT_SIZE
@@ -109,10 +117,15 @@ class CollectorDecode:
     def __init__(self, collector: Any) -> None:
         self.collector = collector
         self.samples: Any = None
-        self.overflow = False  # cupti-python's decode does not say
+        self.overflow = False  # cupti-python's decode says only by failing
 
     def decode(self, room: int) -> tuple[int, int]:
-        self.samples = self.collector.decode(max_samples=room)
+        try:
+            self.samples = self.collector.decode(max_samples=room)
+        except MemoryError:  # cupti-python's word for a hardware buffer that filled
+            self.overflow = True
+            return 0, room
+        self.overflow = False
         return int(self.samples.num_completed_samples), room
 
     def values(self, completed: int) -> list[list[float]]:

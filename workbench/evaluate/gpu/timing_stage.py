@@ -13,7 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from workbench.evaluate.gpu.agreement import SampledCalls
+from workbench.evaluate.gpu.call_counters import window_for
 from workbench.evaluate.gpu.call_seeds import call_seed
+from workbench.evaluate.gpu.child_protocol import CountersCommand
 from workbench.evaluate.gpu.part_clock import PartClock
 from workbench.evaluate.gpu.protocol import StageRecord, Status
 from workbench.evaluate.gpu.session import Session
@@ -48,6 +50,8 @@ class TimedRounds:
         self.counts: list[dict[str, float]] = []  # each call's window
         self.trimmed: list[dict[str, float]] = []  # each call's, less what came before its start
         self.counts_why = ""
+        self.outgrown: list[int] = []  # counted calls whose window outgrew the sampler's buffer
+        self.first_ms = 0.0  # the stage's first call of the candidate: it sizes the sampler's buffer
         self.counters_s = 0.0  # the judge's requests around the counted calls (lead and settle included)
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
         # The judge's own parts over the counted calls (CallCounters'): its decode and evaluation ran beside
@@ -80,6 +84,8 @@ class TimedRounds:
             {"cmd": "timing_call", "entrant": entrant}, f"timed call of {self.names.get(entrant, entrant)}"
         )
         wall_ms = (time.perf_counter() - began) * 1e3
+        if entrant == "candidate" and not self.first_ms:
+            self.first_ms = wall_ms
         if counted:
             stopped = time.perf_counter()
             session.ask_judge({"cmd": "counters_stop"})  # its samples are read beside what follows
@@ -93,7 +99,7 @@ class TimedRounds:
 
     def counted_calls(self, closed: dict[str, Any]) -> None:
         """The judge's counts of every counted call, read as the sampling closed."""
-        self.counts, self.trimmed = closed["counts"], closed["trimmed"]
+        self.counts, self.trimmed, self.outgrown = closed["counts"], closed["trimmed"], closed["outgrown"]
         self.counts_why = self.counts_why or closed["why"]
         self.counter_parts = closed["parts_s"]
 
@@ -104,8 +110,9 @@ class TimedRounds:
         return seeds["candidate"]
 
     def warm_up(self, warmup: int) -> float:
-        """At least `warmup` rounds, an even number, for at least the pace's warm-up: seconds per round."""
-        started = time.perf_counter()
+        """At least `warmup` rounds, an even number, for at least the pace's warm-up: seconds per round
+        (of those run here)."""
+        started, before = time.perf_counter(), self.rounds
         while (
             self.rounds < warmup
             or self.rounds % 2
@@ -113,7 +120,7 @@ class TimedRounds:
         ):
             self.round(self.rounds, keep=False)
             self.rounds += 1
-        return (time.perf_counter() - started) / self.rounds
+        return (time.perf_counter() - started) / max(1, self.rounds - before)
 
     def timed(self, count: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """`count` kept rounds, every candidate call's outputs judged: the trials and the first wrong one."""
@@ -157,9 +164,13 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
     try:
         started = session.ask_runner({"cmd": "timing_start"}, "timing")
         rounds = TimedRounds(session, started.get("baselines") or [], bool(started.get("empty_call")))
-        # CUPTI's set-up of the sampling (~0.3 s on the H100, 171b8f3) runs in the judge beside the warm-up,
+        # The first round's call of the candidate sizes the sampler's hardware buffer: CUPTI's set-up
+        # (71-313 ms by size on an H100, 94a280e) then runs in the judge beside the rest of the warm-up,
         # which asks nothing of the judge.
-        opening = session.ask_judge_beside({"cmd": "counters_open"})
+        rounds.round(0, keep=False)
+        rounds.rounds = 1
+        opening_counters: CountersCommand = {"cmd": "counters_open", "window_s": window_for(rounds.first_ms)}
+        opening = session.ask_judge_beside(opening_counters)
         try:
             per_round = rounds.warm_up(warmup)
             session.ask_runner({"cmd": "timing_start"}, "timing")  # the warm-up's records are not kept
@@ -171,7 +182,7 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
         opened = opening()
         if not opened["ok"] and session.device != "cpu":
             # Not set up beside the warm-up: once more alone, as before it was moved there.
-            opened = session.ask_judge({"cmd": "counters_open"})
+            opened = session.ask_judge(opening_counters)
         rounds.counting, rounds.counts_why = bool(opened["ok"]), opened["why"]
         clock.mark("counters_open")
         try:
@@ -184,18 +195,30 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
                 session.ask_judge({"cmd": "counters_close"})
             raise
         clock.mark("timed_rounds")
-        # The sampling's close (CUPTI's disable, 71-79 ms on H100s in pm_open_cost_probe) is a part of
-        # its own: a cost of the round-3 checks the timed rounds do not show.
-        rounds.counted_calls(session.ask_judge({"cmd": "counters_close"}))
-        session.timed_counters = SampledCalls(rounds.counts, rounds.trimmed, rounds.counts_why)
-        clock.mark("counters_close")
-        ended = session.ask_runner({"cmd": "timing_end"}, "timing: collecting the trace", session.call_s + 60)
+        # The sampling's close (CUPTI's disable, 43-79 ms by buffer size on an H100) runs in the judge
+        # beside the trace's collection and the statistics: nothing is timed after the rounds.
+        closing = session.ask_judge_beside({"cmd": "counters_close"})
+        try:
+            ended = session.ask_runner(
+                {"cmd": "timing_end"}, "timing: collecting the trace", session.call_s + 60
+            )
+        except StageFailed:
+            with contextlib.suppress(StageFailed):
+                closing()  # the judge's channel stays in step, the monitors Nsight Compute's again
+            raise
         clock.mark("collect")
+        trace = attribute(ended.get("trace") or {})
+        stage = timing_stage(
+            trace, rounds.walls, rounds.names, session.spec, session.own, session.device_name
+        )
+        clock.mark("statistics")
+        rounds.counted_calls(closing())
+        clock.mark("counters_close")  # what was left of the close
     except StageFailed as failed:
         return {**failed.stage, "method": session.trace_method}
-    trace = attribute(ended.get("trace") or {})
-    stage = timing_stage(trace, rounds.walls, rounds.names, session.spec, session.own, session.device_name)
-    clock.mark("statistics")
+    session.timed_counters = SampledCalls(
+        rounds.counts, rounds.trimmed, rounds.counts_why, rounds.outgrown, window_for(rounds.first_ms)
+    )
     parts = clock.rounded()
     parts["checks"] = round(rounds.checks_s, 4)  # within timed_rounds
     parts["counters"] = round(rounds.counters_s, 4)  # within timed_rounds too
