@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from ncu_support import stand_in_ncu
 
 from workbench.evaluate.gpu.agreement import (
@@ -305,26 +306,24 @@ class _FailingStart(_HeldDecode):
         raise RuntimeError("CUPTI_ERROR_UNKNOWN")
 
 
-def test_a_call_whose_sampling_would_not_start_is_kept_empty_with_the_reason() -> None:
+@pytest.mark.parametrize(
+    ("collector", "said"),
+    [
+        (_FailingStart, "could not be started (RuntimeError: CUPTI_ERROR_UNKNOWN)"),
+        (_FailingStop, "could not be stopped (RuntimeError: CUPTI_ERROR_INVALID_OPERATION)"),
+    ],
+)
+def test_a_call_whose_sampling_would_not_start_or_stop_is_kept_empty_with_the_reason(
+    collector: type[_HeldDecode], said: str
+) -> None:
     counters = CallCounters(0)
-    collector = _FailingStart()
-    counters.collector, counters.reader = collector, CollectorDecode(collector)
+    failing = collector()
+    counters.collector, counters.reader = failing, CollectorDecode(failing)
     counters.start()
     counters.stop_beside()
     counters.close()
-    assert counters.windows == [{}] and collector.rooms == [] and collector.disabled
-    assert "could not be started (RuntimeError: CUPTI_ERROR_UNKNOWN)" in counters.why
-
-
-def test_a_call_whose_sampling_would_not_stop_is_kept_empty_with_the_reason() -> None:
-    counters = CallCounters(0)
-    collector = _FailingStop()
-    counters.collector, counters.reader = collector, CollectorDecode(collector)
-    counters.start()
-    counters.stop_beside()
-    counters.close()
-    assert counters.windows == [{}] and counters.trimmed == [{}] and collector.rooms == []
-    assert "could not be stopped (RuntimeError: CUPTI_ERROR_INVALID_OPERATION)" in counters.why
+    assert counters.windows == [{}] and counters.trimmed == [{}] and failing.rooms == [] and failing.disabled
+    assert said in counters.why
 
 
 class _FillsOnCall(_HeldDecode):
