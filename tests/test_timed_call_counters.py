@@ -384,6 +384,9 @@ def test_the_buffer_is_sized_from_the_stages_first_call_and_the_interval_grows_o
         assert (window_s * 1e9 / interval) * BUFFER_BYTES_PER_SAMPLE <= MAX_BUFFER_BYTES
     # A probe's finer interval is kept where the buffer holds the window at it.
     assert sampling_for(WINDOW_FLOOR_S, 20_000)[0] == 20_000
+    # The lead and settle are counted in the interval taken, so a grown one still has its first sample.
+    longer = CallCounters(0, window_s=60.0)
+    assert longer.lead_s == 5 * longer.interval_ns / 1e9 > 5 * SAMPLING_INTERVAL_NS / 1e9
 
 
 def test_a_timed_call_that_outgrew_the_sampler_fails_the_proof_and_names_the_call() -> None:
@@ -391,9 +394,9 @@ def test_a_timed_call_that_outgrew_the_sampler_fails_the_proof_and_names_the_cal
     sampled = SampledCalls([dict(WGMMA), {}, dict(WGMMA)], [dict(WGMMA), {}, dict(WGMMA)], "", [2], 0.25)
     verdict = counters_against_timed(launches, None, sampled, FLOPS)
     assert verdict.failed == (
-        "timed call 2 ran longer than the sampler's buffer holds (0.25 s, sized from the candidate's "
-        "first call in the stage); 1 of 3 timed calls could not be counted: a timed call far slower than "
-        "the warm-up's is not proved to run the profiled path"
+        "timed call 2 of 3 ran longer than the sampler's buffer holds (0.25 s, sized from the candidate's "
+        "first call in the stage), so neither it nor the calls after it were counted: a timed call far "
+        "slower than the warm-up's is not proved to run the profiled path"
     )
     # Where ncu did not count the profiled call there is nothing to prove against: said, not failed.
     unprofiled = counters_against_timed([{"name": "gemm"}], None, sampled, FLOPS)

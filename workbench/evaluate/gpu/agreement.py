@@ -146,10 +146,10 @@ def counters_against_timed(
         # a timed call that ran that much longer than its warm-up is not counted, so it is not proved.
         first = sampled.outgrown[0]
         return CounterVerdict(
-            f"timed call {first} ran longer than the sampler's buffer holds ({sampled.window_s:.2f} s, "
-            f"sized from the candidate's first call in the stage); {len(sampled.outgrown)} of "
-            f"{len(sampled.windows)} timed calls could not be counted: a timed call far slower than the "
-            "warm-up's is not proved to run the profiled path",
+            f"timed call {first} of {len(sampled.windows)} ran longer than the sampler's buffer holds "
+            f"({sampled.window_s:.2f} s, sized from the candidate's first call in the stage), so neither it "
+            "nor the calls after it were counted: a timed call far slower than the warm-up's is not proved "
+            "to run the profiled path",
             "",
         )
     windows = [counts for counts in sampled.windows if counts]

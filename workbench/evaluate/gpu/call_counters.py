@@ -69,8 +69,8 @@ class CallCounters:
         self.why = ""
         self.window_s = window_s
         self.interval_ns, buffer_bytes = sampling_for(window_s, interval_ns)
-        self.lead_s = LEAD_INTERVALS * interval_ns / 1e9
-        self.settle_s = SETTLE_INTERVALS * interval_ns / 1e9
+        self.lead_s = LEAD_INTERVALS * self.interval_ns / 1e9  # in the interval taken
+        self.settle_s = SETTLE_INTERVALS * self.interval_ns / 1e9
         self.begun = 0.0  # when the window's start was asked
         self.window_open = False  # the last start's window is sampling
         self.stopped = 0.0  # when the window's stop was done
