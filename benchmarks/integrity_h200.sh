@@ -13,6 +13,7 @@
 #   flashinfer  FlashInfer's GQA baselines from the carried .fi/flashinfer_site.tar.xz (benchmarks/flashinfer_carry.sh):
 #               each batch wrapper checked against its task (--warm-batch) and the single prefill at each head dim
 #               against torch SDPA (--warm), then the GQA references and the attention forward reference timed against them
+#   pmtiming    benchmarks/pm_sampling_timing_probe.py (does sampling a timed call's counters move its time?)
 #   warm        benchmarks/ncu_warm_overlap_probe.py (can ncu's one-time set-up run beside a PM-sampled
 #               timing loop or another profile, so that it leaves the dynamic tier?)
 # Run from the checkout root after installing the GPU wheels (see shared/tools/device-wheels).
@@ -77,6 +78,10 @@ for step in "$@"; do
        python3 -c 'import json,sys; print("timing:", json.load(open(sys.argv[1]))["stages"]["timing"]["message"])' \
          "$out/attention_forward.json" >>"$out/flashinfer.log" 2>&1)
       grep -E 'ready in|failed:|timing:|PASSED|FAILED|passed|failed' "$out/flashinfer.log" | cut -c1-500 | tail -14 | tee -a "$out/summary.log" ;;
+    pmtiming)
+      timeout "${PMTIMING_S:-90}" python3 benchmarks/pm_sampling_timing_probe.py >"$out/pm_sampling_timing.log" 2>&1
+      echo "pm timing probe exit $?" | tee -a "$out/summary.log"
+      tail -10 "$out/pm_sampling_timing.log" | tee -a "$out/summary.log" ;;
     pm)
       timeout 120 python3 benchmarks/pm_sampling_probe.py >"$out/pm_sampling.log" 2>&1
       echo "pm probe exit $?" | tee -a "$out/summary.log"

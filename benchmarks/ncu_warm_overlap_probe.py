@@ -12,7 +12,7 @@ needs the same performance monitors as ncu. This probe answers, for each kind of
   kernel ncu does not profile, `--launch-skip 1`, or with no kernel at all, would leave nothing of the
   warm-up in the report to filter out: do they save as much?);
 - `timing`: with a timing loop in another process (the headline GEMM's shape through torch, CUDA
-  events, PM sampling through the loop and each call's bracket read as the judge does) running while the warm range runs:
+  events, PM sampling around every call exactly as the judge does) running while the warm range runs:
   whether either side fails, and the calls' times and sampled tensor-pipe cycles inside the warm
   range's span against those outside it; a range still running 5 s in ends the loop (and its sampling),
   and `warm_after_loop_s` says how soon after that the range ended (soon: ncu's set-up ran beside the
@@ -83,21 +83,18 @@ for _ in range(5):
     torch.matmul(a, b, out=c)
 torch.cuda.synchronize()
 counters = CallCounters(0)
-counters.start()
 calls = []
 open(os.path.join(folder, "timing"), "w").close()
 while not os.path.exists(os.path.join(folder, "stop")) and len(calls) < 5000:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    time.sleep(0.0002)
-    began, began_ns = time.time(), time.time_ns()
+    counters.start()
+    began = time.time()
     start.record(); torch.matmul(a, b, out=c); end.record(); torch.cuda.synchronize()
-    ended, ended_ns = time.time(), time.time_ns()
-    counters.call(began_ns, ended_ns)
-    time.sleep(0.0001)
-    calls.append({"began": began, "ended": ended, "ms": start.elapsed_time(end)})
+    ended = time.time()
+    window, trimmed = counters.stop()
+    calls.append({"began": began, "ended": ended, "ms": start.elapsed_time(end),
+                  "tensor_cycles": trimmed.get("tensor_cycles"), "why": counters.why})
 counters.close()
-for call, counted in zip(calls, counters.windows):
-    call.update(tensor_cycles=counted.get("tensor_cycles"), why=counters.why)
 open(os.path.join(folder, "calls.json"), "w").write(json.dumps(calls))
 """
 

@@ -1,21 +1,17 @@
-"""Can one PM-sampling window cover a whole timing stage, each call's counts cut out of it by time? Until
-the judge did so (`call_counters.py`), it started and stopped the sampler around every counted call
-(CUPTI's start 0.7 ms and stop 1.7 ms a call on H100s), and every other entrant's call idled as long as
-the counted call waited for the start, so that no call was told apart: about 0.3 s of the headline GEMM's
-round-3 cost. One window, started once and drained while the calls run, needs two things this probe
-measures:
+"""Could one PM-sampling window cover a whole timing stage, each call's counts cut out of it by time? Today
+the judge starts and stops the sampler around every counted call (CUPTI's start 0.7 ms and stop 1.7 ms a
+call on H100s), and every other entrant's call idles as long as the counted call waits for the start, so
+that no call is told apart: about 0.3 s of the headline GEMM's round-3 cost. One window, started once and
+drained on a thread while the calls run, would need two things this probe measures:
 
   clocks  in which host clock the samples' timestamps are: CUPTI's own (`cupti.get_timestamp`), the
           realtime or the monotonic clock. For each, the tensor-pipe cycles of the samples that overlap
-          each call's host bracket (the call asked, its answer back), against the same calls counted by
-          the judge's `CallCounters` (one window, drained after each call), and what lies outside every
-          bracket;
+          each call's host bracket (the call asked, its answer back), against the same call counted alone
+          (a window of its own, as the judge counts today), and what lies outside every bracket;
   drain   whether the hardware buffer can be decoded while sampling goes on (every `--every` calls), with
           no sample lost or read twice (timestamps strictly after the last drain's), and at what cost.
 
-One process, the headline GEMM's cuBLAS call after an L2 flush and 1 ms of idle, `--calls` times. At
-31f66f1 on an H100 the timestamps were CUPTI's clock, which is the realtime clock, and each bracket summed
-1.0000x the call counted in a window of its own (the judge's way then), nothing outside any bracket.
+One process, the headline GEMM's cuBLAS call after an L2 flush and 1 ms of idle, `--calls` times.
 `python benchmarks/pm_continuous_probe.py [--calls N] [--every K]` on the GPU host, cupti-python installed.
 """
 
@@ -57,27 +53,18 @@ def main() -> None:
         torch.matmul(a, b.T, out=c)
     torch.cuda.synchronize()
 
-    # The calls counted as the judge counts them: what each bracket's samples should add up to.
-    judged = CallCounters(device)
-    judged.start()
-    for _ in range(args.calls):
+    # The call counted alone, as the judge does today: what each bracket's samples should add up to.
+    alone = CallCounters(device)
+    for _ in range(5):
         flush.zero_()
         torch.cuda.synchronize()
-        time.sleep(0.001)
-        began = time.time_ns()
+        alone.start()
         torch.matmul(a, b.T, out=c)
         torch.cuda.synchronize()
-        judged.call(began, time.time_ns())
-        time.sleep(0.001)
-    judged.close()
-    judged_cycles = [window["tensor_cycles"] for window in judged.windows if window]
-    counted = statistics.median(judged_cycles)
-    parts = {part: round(seconds * 1e3, 2) for part, seconds in judged.totals_s.items()}
-    print(
-        f"device: {torch.cuda.get_device_name()}; the judge's count of {len(judged_cycles)} of "
-        f"{args.calls} calls: {min(judged_cycles):.6g}-{max(judged_cycles):.6g} tensor cycles; its ms by "
-        f"part over them {parts}{' (' + judged.why + ')' if judged.why else ''}"
-    )
+        alone.stop_beside()
+    alone.close()
+    counted = statistics.median(window["tensor_cycles"] for window in alone.trimmed)
+    print(f"device: {torch.cuda.get_device_name()}; one call counted alone: {counted:.6g} tensor cycles")
 
     collector = pm_sampling.Collector(device)
     collector.enable()
@@ -147,7 +134,7 @@ def main() -> None:
             continue
         print(
             f"clock {name}: per call {min(sums):.6g}-{max(sums):.6g} tensor cycles (median "
-            f"{statistics.median(sums):.6g}, {statistics.median(sums) / counted:.4f}x the judge's); "
+            f"{statistics.median(sums):.6g}, {statistics.median(sums) / counted:.4f}x the call alone); "
             f"outside every bracket {total - inside:.6g} of {total:.6g}"
         )
 

@@ -94,24 +94,28 @@ JUDGE_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
     ({"cmd": "counters_open"}, None),
     ({"cmd": "counters_open", "window_s": 0.25}, None),
     ({"cmd": "counters_start"}, None),
-    ({"cmd": "counters_call", "bracket_ns": [1_796_551_501_594_598_996, 1_796_551_501_594_660_000]}, None),
+    ({"cmd": "counters_stop"}, None),
     ({"cmd": "counters_close"}, None),
     ({"ok": False, "why": "no GPU to sample"}, "counters_open"),
     ({"ok": True}, "counters_start"),
-    ({"ok": True}, "counters_call"),
+    ({"ok": True}, "counters_stop"),
     (
         {
             "counts": [
+                {"tensor_cycles": 135_468_048.0, "fma_instructions": 13_080_000.0},
+                {},
+            ],
+            "trimmed": [
                 {"tensor_cycles": 134_217_728.0, "fma_instructions": 13_074_432.0},
                 {},
             ],
             "outgrown": [],
-            "why": "the sampling ended before the last calls' samples were taken",
-            "parts_s": {"start": 0.0009, "stop": 0.002, "decode": 0.1, "evaluate": 0.002},
+            "why": "a call gave 1 samples (70 made room for)",
+            "parts_s": {"start": 0.002, "lead": 0.0001, "settle": 0.00005, "stop": 0.003, "decode": 0.001},
         },
         "counters_close",
     ),
-    ({"counts": [{}], "outgrown": [1], "why": "", "parts_s": {}}, "counters_close"),
+    ({"counts": [{}], "trimmed": [{}], "outgrown": [1], "why": "", "parts_s": {}}, "counters_close"),
 ]
 
 
@@ -174,7 +178,7 @@ def test_a_malformed_answer_names_its_field() -> None:
     # One call's counts where the close answers every counted call's.
     with pytest.raises(ProtocolError) as raised:
         child_protocol.decode_judge(
-            {"counts": {"tensor_cycles": 1.0}, "outgrown": [], "why": "", "parts_s": {}},
+            {"counts": {"tensor_cycles": 1.0}, "trimmed": [], "outgrown": [], "why": "", "parts_s": {}},
             "counters_close",
         )
     assert raised.value.field == "counts"

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from ncu_support import stand_in_ncu
@@ -30,6 +32,7 @@ from workbench.evaluate.gpu.call_counters import (
     window_for,
 )
 from workbench.evaluate.gpu.profile import counter_metrics, ncu_command, parse_raw_csv
+from workbench.evaluate.gpu.sample_reader import CollectorDecode
 from workbench.evaluate.gpu.worker import Worker
 
 FLOPS = 2.0 * 4096**3
@@ -96,7 +99,8 @@ def _launch(name: str, counters: dict[str, float]) -> dict:
 
 
 def _sampled(calls: list[dict[str, float]]) -> SampledCalls:
-    return SampledCalls(calls, "", [], 0.25)
+    """Calls whose window held nothing before them: the trimmed counts are the window's."""
+    return SampledCalls(calls, calls, "", [], 0.25)
 
 
 def test_the_dynamic_tier_sums_the_candidates_own_kernels_and_fails_a_short_timed_call() -> None:
@@ -118,6 +122,22 @@ def test_the_dynamic_tier_sums_the_candidates_own_kernels_and_fails_a_short_time
     assert short.failed.endswith("the timed calls did less of the work the profiled call proved")
     # Every kernel counts where the candidate's own are unknown: cuBLAS's cycles join the proof.
     assert counters_against_timed(launches, None, _sampled([dict(WGMMA)]), FLOPS).failed
+
+
+def test_more_is_judged_on_the_trimmed_window() -> None:
+    launches = [_launch("gemm", WGMMA)]
+    # The whole window holds the work before the call (the first sample): more, never fewer.
+    residual = {name: 4.017 * value for name, value in WGMMA.items()}
+    quiet = counters_against_timed(
+        launches, None, SampledCalls([residual], [dict(WGMMA)], "", [], 0.25), FLOPS
+    )
+    assert quiet.failed is None and "match the profiled call's" in quiet.note
+    failed = counters_against_timed(launches, None, _sampled([dict(MMA_SYNC)] * 4), FLOPS)
+    assert failed.failed is not None and failed.note == ""
+    assert failed.failed.startswith("timed call 1 counted 201,326,592 tensor cycles, more than")
+    assert failed.failed.endswith(
+        "4 of 4 timed calls counted more: the timed calls ran a path the profiled call did not"
+    )
 
 
 def test_more_in_half_the_timed_calls_fails_and_in_fewer_is_noted() -> None:
@@ -151,7 +171,7 @@ def test_a_side_without_counters_is_said_with_the_samplers_reason() -> None:
         (counted, [], "PM sampling is not available on this GPU", "PM sampling is not available on this GPU"),
     ]
     for launches, timed, why, said in cases:
-        verdict = counters_against_timed(launches, None, SampledCalls(timed, why, [], 0.25), FLOPS)
+        verdict = counters_against_timed(launches, None, SampledCalls(timed, timed, why, [], 0.25), FLOPS)
         assert verdict == (None, f"[the timed calls' counters were not compared: {said}]")
 
 
@@ -185,168 +205,173 @@ def test_without_pm_sampling_the_calls_are_not_counted_and_the_reason_is_kept() 
     counters = CallCounters(0)
     assert counters.collector is None and "PM sampling is not available" in counters.why
     counters.start()
-    counters.call(1_000, 2_000)
+    assert counters.stop() == ({}, {})
     counters.close()
-    assert counters.windows == [{}] and counters.outgrown == []
 
 
-class _StandInSampler:
-    """cupti-python's collector and the judge's reader (no GPU here): each drain hands over the next
-    batch of samples, (start, end) in ns with (tensor cycles, FMA instructions); a drain may be held
-    until the test lets it go, and the buffer may fill on a given drain."""
+class _Samples(list):
+    """cupti-python's decoded samples, as `CallCounters.stop` reads them."""
 
-    def __init__(self, batches: list[list[tuple[int, int, float]]], filled_on: int = 0) -> None:
-        self.batches, self.filled_on = batches, filled_on
-        self.drains = 0
-        self.evaluated: list[int] = []  # every sample asked for its values, by its start
-        self.starts = self.stops = 0
-        self.disabled = False
-        self.go = threading.Event()
-        self.go.set()
-        self.decoding = threading.Event()
-        self.overflow = False
-        self.batch: list[tuple[int, int, float]] = []
+    @property
+    def num_completed_samples(self) -> int:
+        return len(self)
+
+
+class _StandInCollector:
+    """cupti-python's PM-sampling collector (no GPU here): a slow start, stop and decode, three samples."""
+
+    def __init__(self) -> None:
+        self.rooms: list[int] = []
 
     def start(self) -> None:
-        self.starts += 1
+        time.sleep(0.03)
 
     def stop(self) -> None:
-        self.stops += 1
+        time.sleep(0.02)
+
+    def decode(self, max_samples: int) -> _Samples:
+        time.sleep(0.01)
+        self.rooms.append(max_samples)
+        return _Samples(SimpleNamespace(metric_values=[float(i), 2.0 * i]) for i in (5, 1, 2))
+
+
+def test_each_counted_call_says_where_the_judges_time_around_it_went() -> None:
+    counters = CallCounters(0)
+    collector = _StandInCollector()
+    counters.collector, counters.reader = collector, CollectorDecode(collector)
+    counters.start()
+    window, trimmed = counters.stop()
+    # Room for every interval from the start asked to the stop done (0.05 s of the stand-in's own):
+    # the monitors sample through CUPTI's start and stop too.
+    assert collector.rooms[0] >= 0.05e9 / SAMPLING_INTERVAL_NS + 64
+    assert window == dict(zip(COUNTERS, (8.0, 16.0), strict=True))
+    assert trimmed == dict(zip(COUNTERS, (3.0, 6.0), strict=True))  # less the first sample
+    parts = counters.parts_s
+    assert list(parts) == ["start", "lead", "settle", "stop", "decode", "evaluate"]
+    assert parts["lead"] >= counters.lead_s and parts["settle"] >= counters.settle_s
+    # Each part holds at least its own wait (lower bounds only: a busy machine may only add).
+    assert parts["start"] >= 0.03 and parts["stop"] >= 0.02 and parts["decode"] >= 0.01
+
+
+class _HeldDecode(_StandInCollector):
+    """A collector whose decode waits until the test lets it go: the read's place is seen, not timed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self.decoding = threading.Event()
+        self.disabled = False
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
 
     def disable(self) -> None:
         self.disabled = True
 
-    def decode(self, room: int) -> tuple[int, int]:
+    def decode(self, max_samples: int) -> _Samples:
         self.decoding.set()
-        assert self.go.wait(30), "the test never let the drain go"
-        self.drains += 1
-        self.overflow = self.drains == self.filled_on
-        self.batch = self.batches.pop(0) if self.batches and not self.overflow else []
-        return len(self.batch), max(room, len(self.batch) + 1)
-
-    def timestamps(self, completed: int) -> list[tuple[int, int]]:
-        return [(start, end) for start, end, _ in self.batch[:completed]]
-
-    def values_at(self, indices: list[int]) -> list[list[float]]:
-        self.evaluated += [self.batch[index][0] for index in indices]
-        return [[self.batch[index][2], 2 * self.batch[index][2]] for index in indices]
-
-    def close(self) -> None:
-        pass
+        assert self.go.wait(30), "the test never let the decode go"
+        return super().decode(max_samples)
 
 
-def _samples(first_ns: int, last_ns: int, value: float = 1.0) -> list[tuple[int, int, float]]:
-    """Back-to-back 50 us samples from `first_ns` to `last_ns`, each counting `value`."""
-    step = SAMPLING_INTERVAL_NS
-    return [(start, start + step, value) for start in range(first_ns, last_ns, step)]
-
-
-def _sampler(sampler: _StandInSampler) -> CallCounters:
+def test_a_stopped_calls_samples_are_read_beside_what_follows_and_kept_in_call_order() -> None:
     counters = CallCounters(0)
-    counters.collector = counters.reader = sampler  # type: ignore[assignment]
-    counters.why = ""
-    return counters
-
-
-def test_each_call_counts_the_samples_its_widened_bracket_overlaps_and_no_other() -> None:
-    # A call bracketed 1.00-1.20 ms: widened by an interval, 0.95-1.25 ms; the samples from 0.95 to 1.25
-    # overlap it (six), those before and after do not, and only the six are evaluated.
-    sampler = _StandInSampler([_samples(0, 2_000_000)])
-    counters = _sampler(sampler)
+    collector = _HeldDecode()
+    counters.collector, counters.reader = collector, CollectorDecode(collector)
     counters.start()
-    counters.call(1_000_000, 1_200_000)
-    counters.close()
-    assert counters.windows == [dict(zip(COUNTERS, (6.0, 12.0), strict=True))]
-    assert sampler.evaluated == list(range(950_000, 1_250_000, 50_000))
-    assert sampler.starts == sampler.stops == 1 and sampler.disabled
-    assert set(counters.totals_s) == {"start", "stop", "decode", "evaluate"}
+    counters.stop_beside()  # returns while its decode is still held
+    assert collector.decoding.wait(30) and counters.windows == []
+    assert counters.reading is not None and counters.reading.is_alive()
+    collector.go.set()
+    counters.start()  # the next call's start waits for the read: the collector is one
+    assert counters.reading is None and len(counters.windows) == 1
+    counters.stop_beside()
+    counters.close()  # so does the close, which keeps both calls' sums
+    assert counters.windows == [dict(zip(COUNTERS, (8.0, 16.0), strict=True))] * 2
+    assert counters.trimmed == [dict(zip(COUNTERS, (3.0, 6.0), strict=True))] * 2
+    assert len(collector.rooms) == 2 and collector.disabled
+    assert set(counters.totals_s) == {"start", "lead", "settle", "stop", "decode", "evaluate"}
 
 
-def test_a_call_whose_last_sample_was_not_yet_taken_is_read_whole_at_a_later_drain() -> None:
-    # The first drain (after call 1) ends at 1.1 ms, inside call 1's bracket: its sums carry over, and
-    # call 2's drain, the sampler still running, completes it; the close's last drain reads call 2.
-    batches = [_samples(0, 1_100_000), _samples(1_100_000, 3_000_000), _samples(3_000_000, 4_000_000)]
-    sampler = _StandInSampler(batches)
-    counters = _sampler(sampler)
-    counters.start()
-    counters.call(1_000_000, 1_200_000)
-    counters.call(2_000_000, 3_400_000)
-    counters.close()
-    # Call 1: 0.95-1.25 ms, six samples across two drains; call 2: 1.95-3.45 ms, thirty.
-    assert [window["tensor_cycles"] for window in counters.windows] == [6.0, 30.0]
-    assert sampler.drains == 3 and counters.outgrown == [] and counters.why == ""
-
-
-def test_a_calls_samples_are_read_beside_what_follows() -> None:
-    sampler = _StandInSampler([_samples(0, 2_000_000), _samples(2_000_000, 4_000_000)])
-    sampler.go.clear()
-    counters = _sampler(sampler)
-    counters.start()
-    counters.call(1_000_000, 1_200_000)  # returns while its drain is held
-    assert sampler.decoding.wait(30) and counters.windows == []
-    assert counters.draining is not None and counters.draining.is_alive()
-    sampler.go.set()
-    counters.await_read()  # as the round's check does at its end
-    assert counters.draining is None and len(counters.windows) == 1
-    counters.call(3_000_000, 3_200_000)
-    counters.close()  # the close waits for the last drain, stops, and drains what is left
-    assert [window["tensor_cycles"] for window in counters.windows] == [6.0, 6.0]
-
-
-def test_a_full_buffer_loses_the_pending_calls_by_number_and_stops_the_sampling() -> None:
-    # The second drain finds the buffer filled: call 2 is lost, and no later call is sampled (CUPTI
-    # takes no more from a buffer that filled: ERROR_UNKNOWN on H100s, 9e6367f).
-    sampler = _StandInSampler([_samples(0, 2_000_000), _samples(2_000_000, 4_000_000)], filled_on=2)
-    counters = CallCounters(0, window_s=0.5)
-    counters.collector = counters.reader = sampler  # type: ignore[assignment]
-    counters.why = ""
-    counters.start()
-    for began in (1_000_000, 3_000_000, 5_000_000):
-        counters.call(began, began + 200_000)
-    counters.close()
-    assert counters.windows[0]["tensor_cycles"] == 6.0 and counters.windows[1:] == [{}, {}]
-    assert counters.outgrown == [2] and sampler.drains == 2 and sampler.stops == 1  # stopped at the close
-    assert counters.why == "the sampler's hardware buffer filled between two drains (it holds 0.50 s)"
-
-
-class _FailingStart(_StandInSampler):
-    def start(self) -> None:
-        raise RuntimeError("CUPTI_ERROR_UNKNOWN")
-
-
-class _FailingStop(_StandInSampler):
+class _FailingStop(_HeldDecode):
     def stop(self) -> None:
         raise RuntimeError("CUPTI_ERROR_INVALID_OPERATION")
 
 
+class _FailingStart(_HeldDecode):
+    def start(self) -> None:
+        raise RuntimeError("CUPTI_ERROR_UNKNOWN")
+
+
 @pytest.mark.parametrize(
-    ("failing", "said"),
+    ("collector", "said"),
     [
-        (_FailingStart([]), "could not be started (RuntimeError: CUPTI_ERROR_UNKNOWN)"),
-        (
-            _FailingStop([_samples(0, 1_100_000)]),
-            "could not be stopped (RuntimeError: CUPTI_ERROR_INVALID_OPERATION)",
-        ),
+        (_FailingStart, "could not be started (RuntimeError: CUPTI_ERROR_UNKNOWN)"),
+        (_FailingStop, "could not be stopped (RuntimeError: CUPTI_ERROR_INVALID_OPERATION)"),
     ],
-    ids=["start", "stop"],
 )
-def test_sampling_that_would_not_start_or_stop_keeps_its_calls_empty_with_the_reason(
-    failing: _StandInSampler, said: str
+def test_a_call_whose_sampling_would_not_start_or_stop_is_kept_empty_with_the_reason(
+    collector: type[_HeldDecode], said: str
 ) -> None:
-    counters = _sampler(failing)
+    counters = CallCounters(0)
+    failing = collector()
+    counters.collector, counters.reader = failing, CollectorDecode(failing)
     counters.start()
-    counters.call(1_000_000, 1_200_000)  # its last sample is not taken by the first drain, if any
+    counters.stop_beside()
     counters.close()
-    assert counters.windows == [{}] and failing.disabled and counters.outgrown == []
+    assert counters.windows == [{}] and counters.trimmed == [{}] and failing.rooms == [] and failing.disabled
     assert said in counters.why
 
 
-def test_the_buffer_is_sized_from_the_stages_first_round_and_the_interval_grows_only_past_the_largest() -> (
+class _FillsOnCall(_HeldDecode):
+    """A collector whose hardware buffer fills on the given calls (from 1): cupti-python's decode then
+    fails with MemoryError (CUPTI's ERROR_OUT_OF_MEMORY), as every window larger than its buffer did on
+    an H100 (94a280e)."""
+
+    def __init__(self, filled: set[int]) -> None:
+        super().__init__()
+        self.filled = filled
+        self.go.set()
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+
+    def decode(self, max_samples: int) -> _Samples:
+        if len(self.rooms) + 1 in self.filled:
+            self.rooms.append(max_samples)
+            raise MemoryError("Record overflow in the hardware buffer.")
+        return _StandInCollector.decode(self, max_samples)
+
+
+def test_a_window_that_outgrew_the_hardware_buffer_is_kept_by_its_call_number_and_says_why() -> None:
+    counters = CallCounters(0, window_s=0.5)
+    collector = _FillsOnCall({2})
+    counters.collector, counters.reader = collector, CollectorDecode(collector)
+    for _ in range(4):
+        counters.start()
+        counters.stop_beside()
+    counters.close()
+    assert counters.outgrown == [2]
+    assert counters.windows[0] == dict(zip(COUNTERS, (8.0, 16.0), strict=True))
+    # CUPTI starts no window after one outgrew its buffer (H100, 9e6367f): the later calls are not
+    # started and are kept empty; the call that outgrew already fails the proof.
+    assert counters.windows[1:] == counters.trimmed[1:] == [{}] * 3
+    assert collector.starts == 2 and collector.disabled
+    assert counters.why == (
+        "a call's window outgrew the sampler's hardware buffer, sized for 0.50 s (0 samples read)"
+    )
+
+
+def test_the_buffer_is_sized_from_the_stages_first_call_and_the_interval_grows_only_past_the_largest() -> (
     None
 ):
-    # A round of a fraction of a second gets the floor's window; longer ones twenty times the first round.
-    assert window_for(0.004) == WINDOW_FLOOR_S and window_for(0.005) == WINDOW_FLOOR_S
-    assert window_for(0.1) == 2.0
+    # A call of a fraction of a second gets the floor's window; longer ones twenty times their first call.
+    assert window_for(0.004) == WINDOW_FLOOR_S and window_for(5.0) == WINDOW_FLOOR_S
+    assert window_for(100.0) == 2.0
     interval, buffer = sampling_for(WINDOW_FLOOR_S)
     samples = WINDOW_FLOOR_S * 1e9 / SAMPLING_INTERVAL_NS
     assert interval == SAMPLING_INTERVAL_NS and buffer >= samples * BUFFER_BYTES_PER_SAMPLE
@@ -366,12 +391,12 @@ def test_the_buffer_is_sized_from_the_stages_first_round_and_the_interval_grows_
 
 def test_a_timed_call_that_outgrew_the_sampler_fails_the_proof_and_names_the_call() -> None:
     launches = [_launch("gemm", WGMMA)]
-    sampled = SampledCalls([dict(WGMMA), {}, {}], "", [2], 0.25)
+    sampled = SampledCalls([dict(WGMMA), {}, dict(WGMMA)], [dict(WGMMA), {}, dict(WGMMA)], "", [2], 0.25)
     verdict = counters_against_timed(launches, None, sampled, FLOPS)
     assert verdict.failed == (
-        "timed call 2 of 3: the sampler's buffer filled before its samples were read (it holds 0.25 s, "
-        "sized from the stage's first round), so neither it nor the calls after it were counted: a round "
-        "far slower than the warm-up's is not proved to run the profiled path"
+        "timed call 2 of 3 ran longer than the sampler's buffer holds (0.25 s, sized from the candidate's "
+        "first call in the stage), so neither it nor the calls after it were counted: a timed call far "
+        "slower than the warm-up's is not proved to run the profiled path"
     )
     # Where ncu did not count the profiled call there is nothing to prove against: said, not failed.
     unprofiled = counters_against_timed([{"name": "gemm"}], None, sampled, FLOPS)

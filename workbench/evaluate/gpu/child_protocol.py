@@ -228,12 +228,11 @@ class ReleaseCommand(TypedDict):
 
 
 class CountersCommand(TypedDict):
-    """PM sampling of the timed calls (call_counters.py): open for a timing stage, start once before the
-    kept rounds, each counted call's bracket after it, close (every call's counts) before the dynamic tier."""
+    """PM sampling of the timed calls (call_counters.py): open for a timing stage, start before and stop
+    after each candidate call, close (every call's counts) before the dynamic tier."""
 
-    cmd: Literal["counters_open", "counters_start", "counters_call", "counters_close"]
-    window_s: NotRequired[float]  # counters_open: the seconds the buffer holds between two drains
-    bracket_ns: NotRequired[list[int]]  # counters_call: the realtime clock before the call and after it
+    cmd: Literal["counters_open", "counters_start", "counters_stop", "counters_close"]
+    window_s: NotRequired[float]  # counters_open: how long a counted call's window may take
 
 
 class JudgeReady(TypedDict):
@@ -272,8 +271,9 @@ class CountersOpened(TypedDict):
 class CountedCalls(TypedDict):
     """Every counted call of a timing stage, in call order (each read beside the calls after it)."""
 
-    counts: list[dict[str, float]]  # each call's samples in its bracket, summed; empty where lost
-    outgrown: list[int]  # the calls (from 1) whose samples the sampler's full buffer lost
+    counts: list[dict[str, float]]  # each call's window, every sample; empty where samples were lost
+    trimmed: list[dict[str, float]]  # the same less the first sample (what came before the start)
+    outgrown: list[int]  # the calls (from 1) whose window outgrew the sampler's hardware buffer
     why: str
     parts_s: dict[str, float]  # the judge's seconds around the calls by part (CallCounters.totals_s)
 
@@ -315,7 +315,7 @@ JUDGE_COMMANDS: dict[str, type] = {
     "release": ReleaseCommand,
     "counters_open": CountersCommand,
     "counters_start": CountersCommand,
-    "counters_call": CountersCommand,
+    "counters_stop": CountersCommand,
     "counters_close": CountersCommand,
     "exit": ExitCommand,
 }
@@ -329,7 +329,7 @@ JUDGE_REPLIES: dict[str, type] = {
     "release": Released,
     "counters_open": CountersOpened,
     "counters_start": Released,
-    "counters_call": Released,
+    "counters_stop": Released,
     "counters_close": CountedCalls,
 }
 

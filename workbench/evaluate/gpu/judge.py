@@ -129,7 +129,7 @@ class Judge:
             request, expected_inputs, clock, fresh=False, derived_atol=DERIVED_ATOL, quick=True
         )
         if self.counters is not None:
-            # The round's counted call was read beside this check: the next call's read waits for none.
+            # The round's counted call was read beside this check: the next call's start waits for none.
             self.counters.await_read()
             clock.mark("counters_read")
         return {"trial": trial, "parts_s": clock.parts}
@@ -259,26 +259,25 @@ class Judge:
         return {"ok": self.counters.collector is not None, "why": self.counters.why}
 
     def counters_start(self, request: dict) -> dict:
-        """Sampling from now to the close, once before the kept rounds."""
         if self.counters is not None:
             self.counters.start()
         return {"ok": self.counters is not None}
 
-    def counters_call(self, request: dict) -> dict:
-        """A counted call's bracket: its samples are read on a thread beside what comes next."""
+    def counters_stop(self, request: dict) -> dict:
+        """The window stopped; its samples are read on a thread beside what comes next (`close` says)."""
         if self.counters is not None:
-            began, ended = request["bracket_ns"]
-            self.counters.call(began, ended)
+            self.counters.stop_beside()
         return {"ok": self.counters is not None}
 
     def counters_close(self, request: dict) -> dict:
         """Every counted call's sums, in call order, once each read is done."""
         if self.counters is None:
-            return {"counts": [], "outgrown": [], "why": "", "parts_s": {}}
+            return {"counts": [], "trimmed": [], "outgrown": [], "why": "", "parts_s": {}}
         counters, self.counters = self.counters, None
         counters.close()
         return {
             "counts": counters.windows,
+            "trimmed": counters.trimmed,
             "outgrown": counters.outgrown,
             "why": counters.why,
             "parts_s": counters.totals_s,
@@ -301,7 +300,7 @@ class Judge:
         "release": release,
         "counters_open": counters_open,
         "counters_start": counters_start,
-        "counters_call": counters_call,
+        "counters_stop": counters_stop,
         "counters_close": counters_close,
     }
 

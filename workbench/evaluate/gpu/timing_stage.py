@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,13 +25,12 @@ from workbench.evaluate.gpu.trace_checks import attribute
 
 MAX_ITERATIONS = 400
 RECORDED_CALLS = 3  # checked timed calls kept in the verdict when all passed
-# Every kept call waits this long after its flush: an idle GPU speeds the next call once the flush's
-# write-back has drained (the headline GEMM's cuBLAS call 0.941x after 20 us idle, 0.935x after 50 us,
-# 0.934x after 200 us and 1 ms on one H100 at 474de3c; 0.936x after 200 us but 0.951x after 1 ms on
-# another at 2ddbc51). So every entrant's calls follow the same idle. It also keeps the flush's and the
-# inputs' GPU work out of a counted call's bracket, which is widened by a sampling interval (50 us).
+# Every kept call waits at least this long after its flush, and as long as the counted calls do: an
+# idle GPU speeds the next call once the flush's write-back has drained (the headline GEMM's cuBLAS call
+# 0.941x after 20 us idle, 0.935x after 50 us, 0.934x after 200 us and 1 ms on one H100 at 474de3c;
+# 0.936x after 200 us but 0.951x after 1 ms on another at 2ddbc51), and a counted call waits about 1 ms
+# for the sampler's start. So every entrant's calls follow the same idle.
 IDLE_S = 200e-6
-SETTLE_S = 100e-6  # after a counted call, before the next GPU work: two sampling intervals
 
 
 class TimedRounds:
@@ -45,17 +45,19 @@ class TimedRounds:
         self.calls = 0
         self.rounds = 0  # warm-up rounds
         self.checks_s = 0.0  # the judge's checks of the timed calls' outputs, in all
-        # Each kept candidate call's hardware counters, sampled by the judge through the kept rounds and
-        # cut out by the call's bracket (when `counting`).
+        # Each kept candidate call's hardware counters, sampled by the judge around it (when `counting`).
         self.counting = False
-        self.counts: list[dict[str, float]] = []  # each counted call's, in call order
+        self.counts: list[dict[str, float]] = []  # each call's window
+        self.trimmed: list[dict[str, float]] = []  # each call's, less what came before its start
         self.counts_why = ""
-        self.outgrown: list[int] = []  # counted calls whose samples the sampler's full buffer lost
-        self.counters_s = 0.0  # the judge's requests for the counted calls (the start and each bracket)
+        self.outgrown: list[int] = []  # counted calls whose window outgrew the sampler's buffer
+        self.first_ms = 0.0  # the stage's first call of the candidate: it sizes the sampler's buffer
+        self.counters_s = 0.0  # the judge's requests around the counted calls (lead and settle included)
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
-        # The judge's own parts over the counted calls (CallCounters'): its drains and evaluation ran beside
+        # The judge's own parts over the counted calls (CallCounters'): its decode and evaluation ran beside
         # the calls after each, off counters_s (what is left of them is waited in the round's check).
         self.counter_parts: dict[str, float] = {}
+        self.counted_gaps: list[float] = []  # each counted call's wait for the sampler after its flush
         # Kept calls' seconds between the prepare's answer and the call, summed by entrant.
         self.gaps: dict[str, float] = {}
 
@@ -68,32 +70,36 @@ class TimedRounds:
             {"cmd": "timing_prepare", "entrant": entrant, "seed": seed}, "timing: preparing a call"
         )
         prepared = time.perf_counter()  # the runner has flushed L2 and synchronised: the GPU idles from here
+        counted = keep and self.counting and entrant == "candidate"
+        if counted:
+            opened = time.perf_counter()
+            session.ask_judge({"cmd": "counters_start"})
+            self.counters_s += time.perf_counter() - opened
+            # The sampler's own wait, before any top-up: a median of topped-up waits would creep upwards.
+            self.counted_gaps.append(time.perf_counter() - prepared)
         if keep:
-            _idle_until(prepared + IDLE_S)
+            _idle_until(prepared + idle_target(self.counted_gaps))
         began = time.perf_counter()
-        began_ns = time.time_ns()  # the bracket, in the clock of the sampler's timestamps
         session.ask_runner(
             {"cmd": "timing_call", "entrant": entrant}, f"timed call of {self.names.get(entrant, entrant)}"
         )
-        ended_ns = time.time_ns()
-        answered = time.perf_counter()
-        wall_ms = (answered - began) * 1e3
-        if keep and self.counting and entrant == "candidate":
-            session.ask_judge({"cmd": "counters_call", "bracket_ns": [began_ns, ended_ns]})
-            # Nothing else runs on the GPU until the sample that holds the call's end, and the interval
-            # its bracket is widened by, are past.
-            _idle_until(answered + SETTLE_S)
-            self.counters_s += time.perf_counter() - answered
+        wall_ms = (time.perf_counter() - began) * 1e3
+        if entrant == "candidate" and not self.first_ms:
+            self.first_ms = wall_ms
+        if counted:
+            stopped = time.perf_counter()
+            session.ask_judge({"cmd": "counters_stop"})  # its samples are read beside what follows
+            self.counters_s += time.perf_counter() - stopped
         if keep:
             self.walls[entrant].append(wall_ms)
             # Every entrant's wait between its flush and its call, summed: each kept call waits out
-            # IDLE_S, so the sums say whether the entrants' idle was the same.
+            # `idle_target`, so the sums say whether the entrants' idle was the same.
             self.gaps[entrant] = self.gaps.get(entrant, 0.0) + began - prepared
         return seed
 
     def counted_calls(self, closed: dict[str, Any]) -> None:
         """The judge's counts of every counted call, read as the sampling closed."""
-        self.counts, self.outgrown = closed["counts"], closed["outgrown"]
+        self.counts, self.trimmed, self.outgrown = closed["counts"], closed["trimmed"], closed["outgrown"]
         self.counts_why = self.counts_why or closed["why"]
         self.counter_parts = closed["parts_s"]
 
@@ -138,6 +144,11 @@ class TimedRounds:
         return checked, bad
 
 
+def idle_target(counted_gaps: list[float]) -> float:
+    """How long a kept call waits after its flush: IDLE_S, or the counted calls' median wait so far."""
+    return max(IDLE_S, statistics.median(counted_gaps)) if counted_gaps else IDLE_S
+
+
 def _idle_until(deadline: float) -> None:
     """Wait until `deadline` (perf_counter seconds) has passed: sleep for most of it, spin the rest,
     since a sleep this short may overshoot by more than itself."""
@@ -153,14 +164,12 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
     try:
         started = session.ask_runner({"cmd": "timing_start"}, "timing")
         rounds = TimedRounds(session, started.get("baselines") or [], bool(started.get("empty_call")))
-        # The first round sizes the sampler's hardware buffer (it holds what comes between two drains,
-        # about a round): CUPTI's set-up (71-313 ms by size on an H100, 94a280e) then runs in the judge
-        # beside the rest of the warm-up, which asks nothing of the judge.
-        first = time.perf_counter()
+        # The first round's call of the candidate sizes the sampler's hardware buffer: CUPTI's set-up
+        # (71-313 ms by size on an H100, 94a280e) then runs in the judge beside the rest of the warm-up,
+        # which asks nothing of the judge.
         rounds.round(0, keep=False)
         rounds.rounds = 1
-        window_s = window_for(time.perf_counter() - first)
-        opening_counters: CountersCommand = {"cmd": "counters_open", "window_s": window_s}
+        opening_counters: CountersCommand = {"cmd": "counters_open", "window_s": window_for(rounds.first_ms)}
         opening = session.ask_judge_beside(opening_counters)
         try:
             per_round = rounds.warm_up(warmup)
@@ -176,11 +185,6 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
             opened = session.ask_judge(opening_counters)
         rounds.counting, rounds.counts_why = bool(opened["ok"]), opened["why"]
         clock.mark("counters_open")
-        if rounds.counting:
-            # Sampling through every kept round, started once: no call is sampled apart from another.
-            asked = time.perf_counter()
-            session.ask_judge({"cmd": "counters_start"})
-            rounds.counters_s += time.perf_counter() - asked
         try:
             # Every timed call's outputs are judged (against the reference on that call's inputs): a
             # kernel wrong on any share of its calls fails, not only when a sample happens to hit one.
@@ -212,7 +216,9 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
         clock.mark("counters_close")  # what was left of the close
     except StageFailed as failed:
         return {**failed.stage, "method": session.trace_method}
-    session.timed_counters = SampledCalls(rounds.counts, rounds.counts_why, rounds.outgrown, window_s)
+    session.timed_counters = SampledCalls(
+        rounds.counts, rounds.trimmed, rounds.counts_why, rounds.outgrown, window_for(rounds.first_ms)
+    )
     parts = clock.rounded()
     parts["checks"] = round(rounds.checks_s, 4)  # within timed_rounds
     parts["counters"] = round(rounds.counters_s, 4)  # within timed_rounds too
