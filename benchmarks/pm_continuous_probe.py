@@ -11,7 +11,12 @@ drained on a thread while the calls run, would need two things this probe measur
   drain   whether the hardware buffer can be decoded while sampling goes on (every `--every` calls), with
           no sample lost or read twice (timestamps strictly after the last drain's), and at what cost.
 
-One process, the headline GEMM's cuBLAS call after an L2 flush and 1 ms of idle, `--calls` times.
+One process, the headline GEMM's cuBLAS call after an L2 flush and 1 ms of idle, `--calls` times. At
+31f66f1 on an H100 the timestamps were CUPTI's clock, which is the realtime clock; each bracket summed
+1.0000x the call counted alone, nothing outside any bracket; the drains read every sample once. Built on
+that at 2a9476d and reverted: CUPTI's decode follows every sample of the stage (0.26-0.56 s a drain of
+3,000-11,000 samples here; 0.8-2.3 s an evaluation in the timing stage against 0.11-0.31 s for the
+per-call windows), and a drain held more samples than the time since the last one gave room for.
 `python benchmarks/pm_continuous_probe.py [--calls N] [--every K]` on the GPU host, cupti-python installed.
 """
 
