@@ -370,7 +370,7 @@ def test_the_buffer_is_sized_from_the_stages_first_call_and_the_interval_grows_o
     None
 ):
     # A call of a fraction of a second gets the floor's window; longer ones twenty times their first call.
-    assert window_for(0.004) == WINDOW_FLOOR_S and window_for(5.0) == WINDOW_FLOOR_S
+    assert window_for(0.004) == WINDOW_FLOOR_S and window_for(20.0) == WINDOW_FLOOR_S
     assert window_for(100.0) == 2.0
     interval, buffer = sampling_for(WINDOW_FLOOR_S)
     samples = WINDOW_FLOOR_S * 1e9 / SAMPLING_INTERVAL_NS
