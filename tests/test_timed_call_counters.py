@@ -391,7 +391,8 @@ def test_the_buffer_is_sized_from_the_stages_first_call_and_the_interval_grows_o
 
 def test_a_timed_call_that_outgrew_the_sampler_fails_the_proof_and_names_the_call() -> None:
     launches = [_launch("gemm", WGMMA)]
-    sampled = SampledCalls([dict(WGMMA), {}, dict(WGMMA)], [dict(WGMMA), {}, dict(WGMMA)], "", [2], 0.25)
+    # Call 2 outgrew the buffer, so call 3 was not started (CUPTI starts none after a full buffer).
+    sampled = SampledCalls([dict(WGMMA), {}, {}], [dict(WGMMA), {}, {}], "", [2], 0.25)
     verdict = counters_against_timed(launches, None, sampled, FLOPS)
     assert verdict.failed == (
         "timed call 2 of 3 ran longer than the sampler's buffer holds (0.25 s, sized from the candidate's "
