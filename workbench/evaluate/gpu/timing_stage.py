@@ -47,10 +47,7 @@ class TimedRounds:
         self.checks_s = 0.0  # the judge's checks of the timed calls' outputs, in all
         # Each kept candidate call's hardware counters, sampled by the judge around it (when `counting`).
         self.counting = False
-        self.counts: list[dict[str, float]] = []  # each call's window
-        self.trimmed: list[dict[str, float]] = []  # each call's, less what came before its start
         self.counts_why = ""
-        self.outgrown: list[int] = []  # counted calls whose window outgrew the sampler's buffer
         self.first_ms = 0.0  # the stage's first call of the candidate: it sizes the sampler's buffer
         self.counters_s = 0.0  # the judge's requests around the counted calls (lead and settle included)
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
@@ -97,11 +94,11 @@ class TimedRounds:
             self.gaps[entrant] = self.gaps.get(entrant, 0.0) + began - prepared
         return seed
 
-    def counted_calls(self, closed: dict[str, Any]) -> None:
-        """The judge's counts of every counted call, read as the sampling closed."""
-        self.counts, self.trimmed, self.outgrown = closed["counts"], closed["trimmed"], closed["outgrown"]
-        self.counts_why = self.counts_why or closed["why"]
+    def counted_calls(self, closed: dict[str, Any], window_s: float) -> SampledCalls:
+        """The judge's counts of every counted call, read as the sampling closed (its parts kept here)."""
         self.counter_parts = closed["parts_s"]
+        why = self.counts_why or closed["why"]
+        return SampledCalls(closed["counts"], closed["trimmed"], why, closed["outgrown"], window_s)
 
     def round(self, number: int, keep: bool) -> int:
         """Every entrant once, the order reversed every other round: the candidate's seed."""
@@ -169,7 +166,8 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
         # which asks nothing of the judge.
         rounds.round(0, keep=False)
         rounds.rounds = 1
-        opening_counters: CountersCommand = {"cmd": "counters_open", "window_s": window_for(rounds.first_ms)}
+        window_s = window_for(rounds.first_ms)
+        opening_counters: CountersCommand = {"cmd": "counters_open", "window_s": window_s}
         opening = session.ask_judge_beside(opening_counters)
         try:
             per_round = rounds.warm_up(warmup)
@@ -212,13 +210,10 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
             trace, rounds.walls, rounds.names, session.spec, session.own, session.device_name
         )
         clock.mark("statistics")
-        rounds.counted_calls(closing())
+        session.timed_counters = rounds.counted_calls(closing(), window_s)
         clock.mark("counters_close")  # what was left of the close
     except StageFailed as failed:
         return {**failed.stage, "method": session.trace_method}
-    session.timed_counters = SampledCalls(
-        rounds.counts, rounds.trimmed, rounds.counts_why, rounds.outgrown, window_for(rounds.first_ms)
-    )
     parts = clock.rounded()
     parts["checks"] = round(rounds.checks_s, 4)  # within timed_rounds
     parts["counters"] = round(rounds.counters_s, 4)  # within timed_rounds too
