@@ -40,12 +40,7 @@ import torch
 from headline_gemm import operands
 
 from workbench.evaluate.gpu.agreement import COUNTERS
-from workbench.evaluate.gpu.call_counters import (
-    LEAD_INTERVALS,
-    METRIC_SET,
-    SAMPLING_INTERVAL_NS,
-    SETTLE_INTERVALS,
-)
+from workbench.evaluate.gpu.call_counters import METRIC_SET, SAMPLING_INTERVAL_NS, SETTLE_INTERVALS
 from workbench.evaluate.gpu.part_clock import PartClock
 from workbench.evaluate.gpu.sample_reader import SampleReader
 
@@ -83,12 +78,14 @@ def main() -> None:
     metrics = [counter.sampled for counter in COUNTERS.values()]
 
     def counted(collector: Any, reader: SampleReader) -> float:
-        """One headline GEMM call after its flush, counted as `CallCounters` counts it: trimmed cycles."""
+        """One headline GEMM call after its flush, counted as `CallCounters` counted it until it bracketed
+        the call: the cycles of all samples but the first, which holds what came before the start (taken
+        in the five intervals before the call)."""
         flush.zero_()
         torch.cuda.synchronize()
         begun = time.perf_counter()
         collector.start()
-        time.sleep(LEAD_INTERVALS * SAMPLING_INTERVAL_NS / 1e9)
+        time.sleep(5 * SAMPLING_INTERVAL_NS / 1e9)
         torch.matmul(a, b.T, out=c)
         torch.cuda.synchronize()
         time.sleep(SETTLE_INTERVALS * SAMPLING_INTERVAL_NS / 1e9)

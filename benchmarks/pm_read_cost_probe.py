@@ -106,19 +106,24 @@ def main() -> None:
     for _ in range(5):  # cuBLAS's choice and clocks
         torch.matmul(a, b.T, out=c)
 
-    def counted(counters: CallCounters, steps: dict[str, list[float]] | None = None) -> None:
-        """One counted call; with `steps`, read by `decode_steps` into them (not by `stop`)."""
+    def counted(counters: CallCounters, steps: dict[str, list[float]] | None = None) -> tuple[int, int]:
+        """One counted call, started before its flush as the judge does: its realtime bracket; with
+        `steps`, read by `decode_steps` into them (not by `stop`)."""
+        counters.start()
         flush.zero_()
         torch.cuda.synchronize()
-        counters.start()
+        time.sleep(200e-6)
+        began = time.time_ns()
         torch.matmul(a, b.T, out=c)
         torch.cuda.synchronize()
+        bracket = (began, time.time_ns())
         if steps is None:
-            return
+            return bracket
         time.sleep(counters.settle_s)
         counters.collector.stop()  # type: ignore[attr-defined]
         for name, value in decode_steps(counters.collector, 200).items():
             steps.setdefault(name, []).append(value)
+        return bracket
 
     def read_cost(counters: CallCounters) -> str:
         """`args.calls` counted calls read by `counters.stop()`, after three that warm the reader."""
@@ -126,8 +131,7 @@ def main() -> None:
         cycles: list[float] = []
         lost = 0
         for number in range(args.calls + 3):
-            counted(counters)
-            _, trimmed = counters.stop()
+            _, trimmed = counters.stop(*counted(counters))
             if number < 3:
                 continue
             if not trimmed:

@@ -1,19 +1,20 @@
 """Does counting a timed call move its time? The timing stage samples the GPU's counters (CUPTI's PM
 sampling, `call_counters.py`) around each timed call of the candidate and not around its baselines', so
-any change the sampling or its lead causes lands on the candidate's side of the speedup only.
+any change the sampling causes lands on the candidate's side of the speedup only.
 
 On the headline GEMM's workload (M=8192, N=7168, K=5120, bf16, cuBLAS through torch.matmul), several ways
 of making one call, interleaved in a rotating order, each after the same L2 flush and synchronise the
 runner makes (`Runner.timed_prepare`):
   plain       the call at once (no idle GPU between the flush and the call);
   idle_Nus    the GPU idle N microseconds first (a baseline call waits out two pipe round trips);
-  lead        the sampler's idle lead before the call and its settle after, with no sampling;
-  sampled     the call between the judge's own `CallCounters.start()` and `stop()` (the candidate's way).
+  sampled     the judge's own `CallCounters.start()` before the flush, 200 us idle, the call, and `stop()`
+              with its bracket (the candidate's way; before the sampler was started ahead of the flush,
+              it had an idle lead of its own between the flush and the call).
 Each call is timed by CUDA events around it. Prints each way's median and spread against plain,
-sampled against lead (the counting's own share of a counted call's time, apart from the idle gap's), and
+sampled against idle_200us (the counting's own share of a counted call's time, apart from the idle's), and
 the sampler's own milliseconds per call by part (`CallCounters.parts_s`).
-On an H100 at 171b8f3, sampled ran 1.005x lead and both 0.95-0.96x plain: the gap, not the sampling,
-moved the time; the idle ways say from what gap on that stops mattering.
+On an H100 at 171b8f3, sampled (then with its lead) ran 1.005x the lead alone and both 0.95-0.96x
+plain: the gap, not the sampling, moved the time; the idle ways say from what gap on that stops mattering.
 
 `python benchmarks/pm_sampling_timing_probe.py [--calls N]` on the GPU host, cupti-python installed.
 """
@@ -30,7 +31,7 @@ from headline_gemm import operands
 from workbench.evaluate.gpu.call_counters import CallCounters
 
 IDLE_US = (20, 50, 200, 1000)
-WAYS = ("plain", *(f"idle_{us}us" for us in IDLE_US), "lead", "sampled")
+WAYS = ("plain", *(f"idle_{us}us" for us in IDLE_US), "sampled")
 
 
 def main() -> None:
@@ -54,22 +55,21 @@ def main() -> None:
 
     def call(way: str) -> None:
         nonlocal sampled_calls
+        if way == "sampled":
+            counters.start()
         flush.zero_()
         torch.cuda.synchronize()
         if way.startswith("idle_"):
             idle(int(way[5:-2]) / 1e6)
-        elif way == "lead":
-            time.sleep(counters.lead_s)
         elif way == "sampled":
-            counters.start()
+            idle(200e-6)
+        began = time.time_ns()
         start.record()
         torch.matmul(a, b.T, out=c)
         end.record()
         torch.cuda.synchronize()
-        if way == "lead":
-            time.sleep(counters.settle_s)
-        elif way == "sampled":
-            _, trimmed = counters.stop()
+        if way == "sampled":
+            _, trimmed = counters.stop(began, time.time_ns())
             sampled_calls += bool(trimmed)
             for part, seconds in counters.parts_s.items():
                 parts.setdefault(part, []).append(seconds * 1e3)
@@ -97,7 +97,7 @@ def main() -> None:
             f"{way:<11} median {medians[way]:.4f} ms  min {min(values):.4f}  max {max(values):.4f}  "
             f"(max-min)/median {spread:.2%}  vs plain {medians[way] / medians['plain']:.4f}"
         )
-    print(f"sampled against lead: {medians['sampled'] / medians['lead']:.4f}")
+    print(f"sampled against idle_200us: {medians['sampled'] / medians['idle_200us']:.4f}")
     print(f"sampled calls with counts: {sampled_calls} of {args.calls}")
     print(
         "the sampler's ms per call by part (median):",

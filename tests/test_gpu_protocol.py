@@ -94,7 +94,7 @@ JUDGE_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
     ({"cmd": "counters_open"}, None),
     ({"cmd": "counters_open", "window_s": 0.25}, None),
     ({"cmd": "counters_start"}, None),
-    ({"cmd": "counters_stop"}, None),
+    ({"cmd": "counters_stop", "bracket_ns": [1_796_551_501_594_598_996, 1_796_551_501_594_660_000]}, None),
     ({"cmd": "counters_close"}, None),
     ({"ok": False, "why": "no GPU to sample"}, "counters_open"),
     ({"ok": True}, "counters_start"),

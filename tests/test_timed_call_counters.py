@@ -205,7 +205,7 @@ def test_without_pm_sampling_the_calls_are_not_counted_and_the_reason_is_kept() 
     counters = CallCounters(0)
     assert counters.collector is None and "PM sampling is not available" in counters.why
     counters.start()
-    assert counters.stop() == ({}, {})
+    assert counters.stop(1_000, 2_000) == ({}, {})
     counters.close()
 
 
@@ -215,6 +215,12 @@ class _Samples(list):
     @property
     def num_completed_samples(self) -> int:
         return len(self)
+
+
+# The stand-in's three samples, back to back from CUPTI's clock's 0, and a bracket that, widened by an
+# interval each side (60-170 us), overlaps the second and third only: the first holds the prepare's work.
+SPANS = [(0, 50_000), (50_000, 100_000), (100_000, 150_000)]
+BRACKET = (110_000, 120_000)
 
 
 class _StandInCollector:
@@ -232,7 +238,10 @@ class _StandInCollector:
     def decode(self, max_samples: int) -> _Samples:
         time.sleep(0.01)
         self.rooms.append(max_samples)
-        return _Samples(SimpleNamespace(metric_values=[float(i), 2.0 * i]) for i in (5, 1, 2))
+        return _Samples(
+            SimpleNamespace(metric_values=[float(i), 2.0 * i], start_timestamp=start, end_timestamp=end)
+            for i, (start, end) in zip((5, 1, 2), SPANS, strict=True)
+        )
 
 
 def test_each_counted_call_says_where_the_judges_time_around_it_went() -> None:
@@ -240,17 +249,31 @@ def test_each_counted_call_says_where_the_judges_time_around_it_went() -> None:
     collector = _StandInCollector()
     counters.collector, counters.reader = collector, CollectorDecode(collector)
     counters.start()
-    window, trimmed = counters.stop()
+    window, trimmed = counters.stop(*BRACKET)
     # Room for every interval from the start asked to the stop done (0.05 s of the stand-in's own):
     # the monitors sample through CUPTI's start and stop too.
     assert collector.rooms[0] >= 0.05e9 / SAMPLING_INTERVAL_NS + 64
     assert window == dict(zip(COUNTERS, (8.0, 16.0), strict=True))
-    assert trimmed == dict(zip(COUNTERS, (3.0, 6.0), strict=True))  # less the first sample
+    assert trimmed == dict(zip(COUNTERS, (3.0, 6.0), strict=True))  # the samples the bracket overlaps
     parts = counters.parts_s
-    assert list(parts) == ["start", "lead", "settle", "stop", "decode", "evaluate"]
-    assert parts["lead"] >= counters.lead_s and parts["settle"] >= counters.settle_s
+    assert list(parts) == ["start", "settle", "stop", "decode", "evaluate"]
+    assert parts["settle"] >= counters.settle_s
     # Each part holds at least its own wait (lower bounds only: a busy machine may only add).
     assert parts["start"] >= 0.03 and parts["stop"] >= 0.02 and parts["decode"] >= 0.01
+
+
+def test_the_bracket_sum_leaves_out_samples_outside_the_call_and_says_when_none_overlap() -> None:
+    counters = CallCounters(0)
+    collector = _StandInCollector()
+    counters.collector, counters.reader = collector, CollectorDecode(collector)
+    # The bracket widened by an interval (0-210 us) overlaps all three: the bracket's sum is the window's.
+    counters.start()
+    window, everything = counters.stop(50_000, 160_000)
+    assert window == everything == dict(zip(COUNTERS, (8.0, 16.0), strict=True))
+    # A bracket where no sample lies: the sampler's clock is not the worker's, so nothing is compared.
+    counters.start()
+    assert counters.stop(10_000_000, 10_100_000) == ({}, {})
+    assert counters.why == "no sample overlapped a call's bracket (the sampler's clock is not the worker's)"
 
 
 class _HeldDecode(_StandInCollector):
@@ -282,18 +305,18 @@ def test_a_stopped_calls_samples_are_read_beside_what_follows_and_kept_in_call_o
     collector = _HeldDecode()
     counters.collector, counters.reader = collector, CollectorDecode(collector)
     counters.start()
-    counters.stop_beside()  # returns while its decode is still held
+    counters.stop_beside(*BRACKET)  # returns while its decode is still held
     assert collector.decoding.wait(30) and counters.windows == []
     assert counters.reading is not None and counters.reading.is_alive()
     collector.go.set()
     counters.start()  # the next call's start waits for the read: the collector is one
     assert counters.reading is None and len(counters.windows) == 1
-    counters.stop_beside()
+    counters.stop_beside(*BRACKET)
     counters.close()  # so does the close, which keeps both calls' sums
     assert counters.windows == [dict(zip(COUNTERS, (8.0, 16.0), strict=True))] * 2
     assert counters.trimmed == [dict(zip(COUNTERS, (3.0, 6.0), strict=True))] * 2
     assert len(collector.rooms) == 2 and collector.disabled
-    assert set(counters.totals_s) == {"start", "lead", "settle", "stop", "decode", "evaluate"}
+    assert set(counters.totals_s) == {"start", "settle", "stop", "decode", "evaluate"}
 
 
 class _FailingStop(_HeldDecode):
@@ -320,7 +343,7 @@ def test_a_call_whose_sampling_would_not_start_or_stop_is_kept_empty_with_the_re
     failing = collector()
     counters.collector, counters.reader = failing, CollectorDecode(failing)
     counters.start()
-    counters.stop_beside()
+    counters.stop_beside(*BRACKET)
     counters.close()
     assert counters.windows == [{}] and counters.trimmed == [{}] and failing.rooms == [] and failing.disabled
     assert said in counters.why
@@ -353,7 +376,7 @@ def test_a_window_that_outgrew_the_hardware_buffer_is_kept_by_its_call_number_an
     counters.collector, counters.reader = collector, CollectorDecode(collector)
     for _ in range(4):
         counters.start()
-        counters.stop_beside()
+        counters.stop_beside(*BRACKET)
     counters.close()
     assert counters.outgrown == [2]
     assert counters.windows[0] == dict(zip(COUNTERS, (8.0, 16.0), strict=True))
@@ -384,9 +407,9 @@ def test_the_buffer_is_sized_from_the_stages_first_call_and_the_interval_grows_o
         assert (window_s * 1e9 / interval) * BUFFER_BYTES_PER_SAMPLE <= MAX_BUFFER_BYTES
     # A probe's finer interval is kept where the buffer holds the window at it.
     assert sampling_for(WINDOW_FLOOR_S, 20_000)[0] == 20_000
-    # The lead and settle are counted in the interval taken, so a grown one still has its first sample.
+    # The settle is counted in the interval taken, so a grown one still takes the call's last sample.
     longer = CallCounters(0, window_s=60.0)
-    assert longer.lead_s == 5 * longer.interval_ns / 1e9 > 5 * SAMPLING_INTERVAL_NS / 1e9
+    assert longer.settle_s == 2 * longer.interval_ns / 1e9 > 2 * SAMPLING_INTERVAL_NS / 1e9
 
 
 def test_a_timed_call_that_outgrew_the_sampler_fails_the_proof_and_names_the_call() -> None:

@@ -1,6 +1,8 @@
 """On a Hopper GPU with cupti-python: the judge's PM sampling (`CallCounters`) with a hardware buffer sized
-from the window it is told to expect. A headline-sized GEMM's call is read whole at the floor's window; an
-idle window far longer than its buffer holds is marked as outgrown, not read short.
+from the window it is told to expect, started before each call's prepare and the call's counts cut out by
+its realtime bracket. A headline-sized GEMM's call is read whole at the floor's window; the prepare's GPU
+work is in the window but not the bracket; an idle window far longer than its buffer holds is marked as
+outgrown, not read short.
 
 Run on the GPU host from the checkout: `python -m pytest -m gpu -n 0 -v tests/gpu/test_call_counters_gpu.py`.
 """
@@ -8,6 +10,7 @@ Run on the GPU host from the checkout: `python -m pytest -m gpu -n 0 -v tests/gp
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -19,7 +22,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("cupti")
 
 
-def _gemm_calls(counters: CallCounters, calls: int) -> None:
+def _gemm_calls(counters: CallCounters, calls: int, prepare: Callable[[], object] = lambda: None) -> None:
+    """`calls` GEMM calls, each counted as the timing stage counts it: the sampler started, the call's
+    prepare (`prepare`, GPU work outside its bracket), 200 us of idle, the bracketed call, the stop."""
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     torch.matmul(a, b)
@@ -27,9 +32,13 @@ def _gemm_calls(counters: CallCounters, calls: int) -> None:
     try:
         for _ in range(calls):
             counters.start()
+            prepare()
+            torch.cuda.synchronize()
+            time.sleep(0.0002)
+            began = time.time_ns()
             torch.matmul(a, b)
             torch.cuda.synchronize()
-            counters.stop_beside()
+            counters.stop_beside(began, time.time_ns())
     finally:
         counters.close()  # the monitors are free again for ncu and the next test
 
@@ -41,9 +50,9 @@ def test_a_window_longer_than_the_buffer_holds_is_outgrown_and_frees_the_monitor
     try:
         counters.start()
         time.sleep(0.6)
-        counters.stop_beside()
+        counters.stop_beside(time.time_ns() - 100_000, time.time_ns())
         counters.start()  # CUPTI starts no other window after it (9e6367f): not started, kept empty
-        counters.stop_beside()
+        counters.stop_beside(time.time_ns(), time.time_ns())
     finally:
         counters.close()
     assert counters.outgrown == [1], (counters.outgrown, counters.why)
@@ -65,3 +74,18 @@ def test_a_gemm_call_is_counted_whole_in_the_floors_buffer() -> None:
     assert counters.outgrown == [] and counters.why == ""
     cycles = [window["tensor_cycles"] for window in counters.trimmed]
     assert min(cycles) > 0 and max(cycles) < 1.05 * min(cycles), cycles
+
+
+def test_the_prepares_work_is_in_the_window_but_not_in_the_calls_bracket() -> None:
+    # A GEMM of its own in the prepare (as the inputs' drawing and the L2 flush are, before the idle):
+    # the whole window counts it, the call's bracket does not.
+    x = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    bare = CallCounters(torch.cuda.current_device(), WINDOW_FLOOR_S)
+    _gemm_calls(bare, 3)
+    prepared = CallCounters(torch.cuda.current_device(), WINDOW_FLOOR_S)
+    _gemm_calls(prepared, 3, prepare=lambda: torch.matmul(x, x))
+    assert bare.why == prepared.why == ""
+    call = min(window["tensor_cycles"] for window in bare.trimmed)
+    for window, bracket in zip(prepared.windows, prepared.trimmed, strict=True):
+        assert abs(bracket["tensor_cycles"] - call) < 0.02 * call, (bracket, call)
+        assert window["tensor_cycles"] > 1.05 * bracket["tensor_cycles"], (window, bracket)

@@ -1,15 +1,18 @@
 """The hardware counters of each timed call of the candidate, read in the judge's process by CUPTI's PM
 sampling (cupti-python): the GPU's performance monitors sampled at a fixed interval, with no replay, no
 serialisation and nothing in the candidate's process, so a kernel cannot tell a counted call from any
-other. Sampling is device-wide: it is started just before a candidate call (its inputs already written,
-L2 already flushed) and stopped after the call has finished and two more intervals have passed, so the
+other. Sampling is device-wide: it is started before the runner prepares a candidate call (flushes L2,
+writes its inputs) and stopped after the call has finished and two more intervals have passed, so the
 last partial interval is read too. Two sums come back. The window's, every sample from start to stop:
 the call lies wholly inside, and anything else can only add, so it never undercounts the call. The
-trimmed one leaves out the first sample, which holds everything the GPU counted since the last read (on
-the H200, the baseline GEMMs and the judge's reference between two timed calls: 3x the call's tensor
-cycles); the call starts a few intervals after the start, once that sample is taken. The judge stops
-the window before the runner goes on, and decodes and evaluates its samples on a thread beside the next
-calls and its own check of the round (`stop_beside`): host-only work, off the timed rounds' path.
+bracket's: the samples that overlap the call's bracket, the worker's realtime clock read just before the
+call was asked and just after its answer, widened by an interval each side (the samples' timestamps are
+CUPTI's clock, which is the realtime clock: each bracket summed 1.0000x the call, nothing outside it, on
+an H100 at 31f66f1, `benchmarks/pm_continuous_probe.py`). The prepare's work, the first sample's (all
+counted since the last read) and the next call's lie outside it: every kept call idles 200 us after its
+prepare, and the stop comes before the runner goes on. The judge stops the window before the runner goes
+on, and decodes and evaluates its samples on a thread beside the next calls and its own check of the
+round (`stop_beside`): host-only work, off the timed rounds' path.
 
 Only while the timing stage runs: Nsight Compute, which profiles the next stage, needs the monitors.
 """
@@ -25,11 +28,11 @@ from workbench.evaluate.gpu.sample_reader import CollectorDecode, SampleReader
 
 # The read's cost follows the samples in a window (at 20 us, 2.0 ms a call in a bare loop of 78 samples,
 # 4-10 ms in the timing stage, whose window holds its requests between processes too; 2569394, H100);
-# a longer interval has fewer, at the cost of a longer lead that every kept call then waits.
+# a longer interval has fewer, and a wider margin around each bracket.
 SAMPLING_INTERVAL_NS = 50_000
-# After a start, before the call: five intervals (the first sample is taken). After the call has
-# finished, before the stop: two (the sample that holds its last counts is taken).
-LEAD_INTERVALS, SETTLE_INTERVALS = 5, 2
+# After the call has finished, before the stop: two intervals (the sample that holds its last counts is
+# taken, and the bracket's margin is past).
+SETTLE_INTERVALS = 2
 METRIC_SET = "TriageCompute"  # GH100's single-pass set that holds both counters
 # The hardware buffer must hold a whole window: a full one fails the decode and the call is not read.
 # A sample takes 2.6-5.2 KB of it on an H100 (94a280e: 4 MiB held 809 samples and not 1,600; 16 MiB
@@ -49,7 +52,8 @@ WINDOW_FACTOR, WINDOW_FLOOR_S = 20, 0.5
 
 
 def window_for(first_call_ms: float) -> float:
-    """The seconds a counted call's window may take, given the candidate's first call in the stage."""
+    """The seconds a counted call's window may take, given the candidate's first call in the stage (its
+    prepare and its call: the sampler is started before the prepare)."""
     return max(WINDOW_FLOOR_S, WINDOW_FACTOR * first_call_ms / 1e3)
 
 
@@ -72,12 +76,13 @@ class CallCounters:
         self.why = ""
         self.window_s = window_s
         self.interval_ns, buffer_bytes = sampling_for(window_s, interval_ns)
-        self.lead_s = LEAD_INTERVALS * self.interval_ns / 1e9  # in the interval taken
-        self.settle_s = SETTLE_INTERVALS * self.interval_ns / 1e9
+        self.settle_s = SETTLE_INTERVALS * self.interval_ns / 1e9  # in the interval taken
+        self.offset_ns = 0  # CUPTI's clock less the realtime clock the brackets are read in
+        self.bracket = (0, 0)  # the last stopped call's, in CUPTI's clock, widened by an interval
         self.begun = 0.0  # when the window's start was asked
         self.window_open = False  # the last start's window is sampling
         self.stopped = 0.0  # when the window's stop was done
-        # The last call's seconds by part (CUPTI's start, the lead, the settle, CUPTI's stop, the decode,
+        # The last call's seconds by part (CUPTI's start, the settle, CUPTI's stop, the decode,
         # the samples' evaluation): where a counted call's cost goes.
         self.parts_s: dict[str, float] = {}
         # Calls stopped by `stop_beside`: each one's sums, their parts summed, the read still running.
@@ -111,6 +116,9 @@ class CallCounters:
         except Exception:  # noqa: BLE001 - another cupti-python: its own, slower read
             self.reader = CollectorDecode(collector)
         self.collector = collector
+        import cupti.cupti as api
+
+        self.offset_ns = api.get_timestamp() - time.time_ns()
 
     def start(self) -> None:
         self.await_read()  # the last call's read is done with the collector
@@ -126,17 +134,17 @@ class CallCounters:
             self.why = f"a call's sampling could not be started ({type(exc).__name__}: {str(exc)[:160]})"
             return
         self.window_open = True
-        started = time.perf_counter()
-        time.sleep(self.lead_s)  # the first sample, with what came before the start, is taken
-        self.parts_s = {"start": started - self.begun, "lead": time.perf_counter() - started}
+        self.parts_s = {"start": time.perf_counter() - self.begun}
 
-    def stop(self) -> tuple[dict[str, float], dict[str, float]]:
-        """The counters summed over the window's samples, and over all but its first; both empty where
-        sampling failed."""
-        return self.read() if self.halt() else ({}, {})
+    def stop(self, began_ns: int, ended_ns: int) -> tuple[dict[str, float], dict[str, float]]:
+        """The counters summed over the window's samples, and over those the call's bracket (realtime
+        ns before it was asked and after its answer) overlaps; both empty where sampling failed."""
+        return self.read() if self.halt(began_ns, ended_ns) else ({}, {})
 
-    def halt(self) -> bool:
+    def halt(self, began_ns: int, ended_ns: int) -> bool:
         """The window ended once the call's last sample is taken: False where sampling failed."""
+        margin = self.interval_ns
+        self.bracket = (began_ns + self.offset_ns - margin, ended_ns + self.offset_ns + margin)
         if self.collector is None or self.reader is None or not self.window_open:
             return False
         self.window_open = False
@@ -158,7 +166,7 @@ class CallCounters:
         decoding = time.perf_counter()
         try:
             # Room for every sample from the start asked to the stop done (the monitors sample until
-            # then: a room from the lead's end to the stop's ask fell short on 2 of 30 calls, H100
+            # then: a room from the call's start to the stop's ask fell short on 2 of 30 calls, H100
             # 0c764f8); a sample left out would undercount the call.
             room = int((self.stopped - self.begun) * 1e9 / self.interval_ns) + 64
             completed, room = self.reader.decode(room)
@@ -177,14 +185,24 @@ class CallCounters:
             self.why = f"a call gave {completed} samples ({room} made room for)"
             return {}, {}
         values = self.reader.values(completed)  # each sample evaluated on the host
+        began, ended = self.bracket
+        spans = self.reader.timestamps(completed)
+        inside = [
+            sample
+            for sample, (start, end) in zip(values, spans, strict=True)
+            if end > began and start < ended
+        ]
         self.parts_s["evaluate"] = time.perf_counter() - decoded
-        return _summed(values), _summed(values[1:])
+        if not inside:  # the sampler's clock is not the worker's here: nothing to judge more on
+            self.why = "no sample overlapped a call's bracket (the sampler's clock is not the worker's)"
+            return {}, {}
+        return _summed(values), _summed(inside)
 
-    def stop_beside(self) -> None:
+    def stop_beside(self, began_ns: int, ended_ns: int) -> None:
         """`stop`, its read on a thread: the host-only decode and evaluation run beside the runner's next
         calls and the judge's check of the round. The next `start`, `await_read` and `close` wait for it;
         each call's sums are kept in `windows` and `trimmed`, its parts added to `totals_s`."""
-        if not self.halt():
+        if not self.halt(began_ns, ended_ns):
             self._keep(({}, {}))
             return
         self.reading = threading.Thread(target=self._read_and_keep, name="pm-sampling-read", daemon=True)

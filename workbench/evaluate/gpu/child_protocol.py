@@ -228,11 +228,13 @@ class ReleaseCommand(TypedDict):
 
 
 class CountersCommand(TypedDict):
-    """PM sampling of the timed calls (call_counters.py): open for a timing stage, start before and stop
-    after each candidate call, close (every call's counts) before the dynamic tier."""
+    """PM sampling of the timed calls (call_counters.py): open for a timing stage, start before the
+    prepare and stop after each candidate call (with the call's bracket), close (every call's counts)
+    before the dynamic tier."""
 
     cmd: Literal["counters_open", "counters_start", "counters_stop", "counters_close"]
     window_s: NotRequired[float]  # counters_open: how long a counted call's window may take
+    bracket_ns: NotRequired[list[int]]  # counters_stop: the realtime clock before the call and after it
 
 
 class JudgeReady(TypedDict):
@@ -272,7 +274,7 @@ class CountedCalls(TypedDict):
     """Every counted call of a timing stage, in call order (each read beside the calls after it)."""
 
     counts: list[dict[str, float]]  # each call's window, every sample; empty where samples were lost
-    trimmed: list[dict[str, float]]  # the same less the first sample (what came before the start)
+    trimmed: list[dict[str, float]]  # the samples the call's bracket overlaps, summed
     outgrown: list[int]  # the calls (from 1) whose window outgrew the sampler's hardware buffer
     why: str
     parts_s: dict[str, float]  # the judge's seconds around the calls by part (CallCounters.totals_s)

@@ -87,6 +87,21 @@ class SampleReader:
         api.pm_sampling_get_counter_data_info(info.ptr)
         return int(info.num_completed_samples), self.room
 
+    def timestamps(self, completed: int) -> list[tuple[int, int]]:
+        """Each of the last decode's `completed` samples' start and end, in CUPTI's clock (ns)."""
+        api = self.api
+        info = api.PmSamplingCounterDataGetSampleInfoParams()
+        info.struct_size = api.PM_SAMPLING_COUNTER_DATA_GET_SAMPLE_INFO_PARAMS_STRUCT_SIZE
+        info.p_pm_sampling_object = self.handle
+        info.p_counter_data_image = self.image.ctypes.data
+        info.counter_data_image_size = len(self.image)
+        spans = []
+        for index in range(completed):
+            info.sample_index = index
+            api.pm_sampling_counter_data_get_sample_info(info.ptr)
+            spans.append((int(info.start_timestamp), int(info.end_timestamp)))
+        return spans
+
     def values(self, completed: int) -> list[list[float]]:
         """Each of the last decode's `completed` samples, evaluated on the host (in `metrics`' order)."""
         api = self.api
@@ -127,6 +142,9 @@ class CollectorDecode:
             return 0, room
         self.overflow = False
         return int(self.samples.num_completed_samples), room
+
+    def timestamps(self, completed: int) -> list[tuple[int, int]]:
+        return [(sample.start_timestamp, sample.end_timestamp) for sample in self.samples[:completed]]
 
     def values(self, completed: int) -> list[list[float]]:
         return [list(sample.metric_values) for sample in self.samples[:completed]]

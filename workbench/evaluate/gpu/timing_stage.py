@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,11 +24,12 @@ from workbench.evaluate.gpu.trace_checks import attribute
 
 MAX_ITERATIONS = 400
 RECORDED_CALLS = 3  # checked timed calls kept in the verdict when all passed
-# Every kept call waits at least this long after its flush, and as long as the counted calls do: an
-# idle GPU speeds the next call once the flush's write-back has drained (the headline GEMM's cuBLAS call
-# 0.941x after 20 us idle, 0.935x after 50 us, 0.934x after 200 us and 1 ms on one H100 at 474de3c;
-# 0.936x after 200 us but 0.951x after 1 ms on another at 2ddbc51), and a counted call waits about 1 ms
-# for the sampler's start. So every entrant's calls follow the same idle.
+# Every kept call waits this long after its flush: an idle GPU speeds the next call once the flush's
+# write-back has drained (the headline GEMM's cuBLAS call 0.941x after 20 us idle, 0.935x after 50 us,
+# 0.934x after 200 us and 1 ms on one H100 at 474de3c; 0.936x after 200 us but 0.951x after 1 ms on
+# another at 2ddbc51). So every entrant's calls follow the same idle; the sampler of a counted call is
+# started before its prepare, so it adds no wait of its own. The idle also keeps the prepare's GPU work
+# out of a counted call's bracket, which is widened by a sampling interval (50 us).
 IDLE_S = 200e-6
 
 
@@ -48,13 +48,13 @@ class TimedRounds:
         # Each kept candidate call's hardware counters, sampled by the judge around it (when `counting`).
         self.counting = False
         self.counts_why = ""
-        self.first_ms = 0.0  # the stage's first call of the candidate: it sizes the sampler's buffer
+        # The stage's first prepare and call of the candidate: it sizes the sampler's buffer.
+        self.first_ms = 0.0
         self.counters_s = 0.0  # the judge's requests around the counted calls (lead and settle included)
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
         # The judge's own parts over the counted calls (CallCounters'): its decode and evaluation ran beside
         # the calls after each, off counters_s (what is left of them is waited in the round's check).
         self.counter_parts: dict[str, float] = {}
-        self.counted_gaps: list[float] = []  # each counted call's wait for the sampler after its flush
         # Kept calls' seconds between the prepare's answer and the call, summed by entrant.
         self.gaps: dict[str, float] = {}
 
@@ -63,34 +63,38 @@ class TimedRounds:
         session = self.session
         seed = call_seed(session.secret, "timed", self.calls)
         self.calls += 1
+        counted = keep and self.counting and entrant == "candidate"
+        if counted:
+            # Started before the prepare: its start is not a wait between the flush and the call.
+            opened = time.perf_counter()
+            session.ask_judge({"cmd": "counters_start"})
+            self.counters_s += time.perf_counter() - opened
+        preparing = time.perf_counter()
         session.ask_runner(
             {"cmd": "timing_prepare", "entrant": entrant, "seed": seed}, "timing: preparing a call"
         )
         prepared = time.perf_counter()  # the runner has flushed L2 and synchronised: the GPU idles from here
-        counted = keep and self.counting and entrant == "candidate"
-        if counted:
-            opened = time.perf_counter()
-            session.ask_judge({"cmd": "counters_start"})
-            self.counters_s += time.perf_counter() - opened
-            # The sampler's own wait, before any top-up: a median of topped-up waits would creep upwards.
-            self.counted_gaps.append(time.perf_counter() - prepared)
         if keep:
-            _idle_until(prepared + idle_target(self.counted_gaps))
+            _idle_until(prepared + IDLE_S)
         began = time.perf_counter()
+        began_ns = time.time_ns()  # the call's bracket, in the clock of the sampler's timestamps
         session.ask_runner(
             {"cmd": "timing_call", "entrant": entrant}, f"timed call of {self.names.get(entrant, entrant)}"
         )
-        wall_ms = (time.perf_counter() - began) * 1e3
+        ended_ns = time.time_ns()
+        answered = time.perf_counter()
+        wall_ms = (answered - began) * 1e3
         if entrant == "candidate" and not self.first_ms:
-            self.first_ms = wall_ms
+            self.first_ms = (answered - preparing) * 1e3  # a counted window holds the prepare too
         if counted:
             stopped = time.perf_counter()
-            session.ask_judge({"cmd": "counters_stop"})  # its samples are read beside what follows
+            # Its samples are read beside what follows.
+            session.ask_judge({"cmd": "counters_stop", "bracket_ns": [began_ns, ended_ns]})
             self.counters_s += time.perf_counter() - stopped
         if keep:
             self.walls[entrant].append(wall_ms)
             # Every entrant's wait between its flush and its call, summed: each kept call waits out
-            # `idle_target`, so the sums say whether the entrants' idle was the same.
+            # IDLE_S, so the sums say whether the entrants' idle was the same.
             self.gaps[entrant] = self.gaps.get(entrant, 0.0) + began - prepared
         return seed
 
@@ -139,11 +143,6 @@ class TimedRounds:
             if bad is None and trial["status"] != Status.passed:
                 bad = trial
         return checked, bad
-
-
-def idle_target(counted_gaps: list[float]) -> float:
-    """How long a kept call waits after its flush: IDLE_S, or the counted calls' median wait so far."""
-    return max(IDLE_S, statistics.median(counted_gaps)) if counted_gaps else IDLE_S
 
 
 def _idle_until(deadline: float) -> None:
