@@ -92,9 +92,9 @@ while not os.path.exists(os.path.join(folder, "stop")) and len(calls) < 5000:
     began, began_ns = time.time(), time.time_ns()
     start.record(); torch.matmul(a, b, out=c); end.record(); torch.cuda.synchronize()
     ended, ended_ns = time.time(), time.time_ns()
-    window, trimmed = counters.stop(began_ns, ended_ns)
+    counts = counters.stop(began_ns, ended_ns)
     calls.append({"began": began, "ended": ended, "ms": start.elapsed_time(end),
-                  "tensor_cycles": trimmed.get("tensor_cycles"), "why": counters.why})
+                  "tensor_cycles": counts.get("tensor_cycles"), "why": counters.why})
 counters.close()
 open(os.path.join(folder, "calls.json"), "w").write(json.dumps(calls))
 """

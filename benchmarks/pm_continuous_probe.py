@@ -70,7 +70,7 @@ def main() -> None:
         torch.cuda.synchronize()
         alone.stop_beside(began, time.time_ns())
     alone.close()
-    counted = statistics.median(window["tensor_cycles"] for window in alone.trimmed)
+    counted = statistics.median(window["tensor_cycles"] for window in alone.windows)
     print(f"device: {torch.cuda.get_device_name()}; one call counted alone: {counted:.6g} tensor cycles")
 
     collector = pm_sampling.Collector(device)

@@ -8,12 +8,12 @@ Three questions, on the headline GEMM's call (M=8192, N=7168, K=5120, bf16, cuBL
 after the runner's L2 flush:
   intervals  the sampling interval (20, 50, 100, 200 us), one collector each as the judge configures it
              (`CallCounters`, lead and settle scaled): ms per call by part, samples per call, and the
-             trimmed tensor-pipe cycles' median and spread (every interval must count the same call);
+             bracketed tensor-pipe cycles' median and spread (every interval must count the same call);
   steps      at 20 us, cupti-python's decode taken apart (its own steps, timed one by one): making the
              counter-data image, CUPTI's decode, the image's info, each sample's timestamps, the host
              evaluator's set-up, and each sample's evaluation;
   readers    at 20 us, each way of reading a window (the judge's `SampleReader`; cupti-python's
-             decode): ms per call by part and the trimmed tensor-pipe cycles, which must be equal.
+             decode): ms per call by part and the bracketed tensor-pipe cycles, which must be equal.
              Three more ways ran on H100s: the image initialised only when made (3e99377, refuted: it
              keeps every earlier window's samples, 240 after three calls); every sample evaluated
              through one reused request (3e99377: 0.24 ms against 1.19, the same cycles: the reader's
@@ -131,13 +131,13 @@ def main() -> None:
         cycles: list[float] = []
         lost = 0
         for number in range(args.calls + 3):
-            _, trimmed = counters.stop(*counted(counters))
+            counts = counters.stop(*counted(counters))
             if number < 3:
                 continue
-            if not trimmed:
+            if not counts:
                 lost += 1
                 continue
-            cycles.append(trimmed[TENSOR])
+            cycles.append(counts[TENSOR])
             for part, seconds in counters.parts_s.items():
                 parts.setdefault(part, []).append(seconds * 1e3)
         middle = statistics.median(cycles) if cycles else 0.0

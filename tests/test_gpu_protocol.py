@@ -105,17 +105,13 @@ JUDGE_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
                 {"tensor_cycles": 135_468_048.0, "fma_instructions": 13_080_000.0},
                 {},
             ],
-            "trimmed": [
-                {"tensor_cycles": 134_217_728.0, "fma_instructions": 13_074_432.0},
-                {},
-            ],
             "outgrown": [],
             "why": "a call gave 1 samples (70 made room for)",
-            "parts_s": {"start": 0.002, "lead": 0.0001, "settle": 0.00005, "stop": 0.003, "decode": 0.001},
+            "parts_s": {"start": 0.002, "settle": 0.00005, "stop": 0.003, "decode": 0.001},
         },
         "counters_close",
     ),
-    ({"counts": [{}], "trimmed": [{}], "outgrown": [1], "why": "", "parts_s": {}}, "counters_close"),
+    ({"counts": [{}], "outgrown": [1], "why": "", "parts_s": {}}, "counters_close"),
 ]
 
 
@@ -178,7 +174,7 @@ def test_a_malformed_answer_names_its_field() -> None:
     # One call's counts where the close answers every counted call's.
     with pytest.raises(ProtocolError) as raised:
         child_protocol.decode_judge(
-            {"counts": {"tensor_cycles": 1.0}, "trimmed": [], "outgrown": [], "why": "", "parts_s": {}},
+            {"counts": {"tensor_cycles": 1.0}, "outgrown": [], "why": "", "parts_s": {}},
             "counters_close",
         )
     assert raised.value.field == "counts"

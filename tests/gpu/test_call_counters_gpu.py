@@ -1,7 +1,7 @@
 """On a Hopper GPU with cupti-python: the judge's PM sampling (`CallCounters`) with a hardware buffer sized
 from the window it is told to expect, started before each call's prepare and the call's counts cut out by
 its realtime bracket. A headline-sized GEMM's call is read whole at the floor's window; the prepare's GPU
-work is in the window but not the bracket; an idle window far longer than its buffer holds is marked as
+work is left out of the call's counts; an idle window far longer than its buffer holds is marked as
 outgrown, not read short.
 
 Run on the GPU host from the checkout: `python -m pytest -m gpu -n 0 -v tests/gpu/test_call_counters_gpu.py`.
@@ -63,7 +63,7 @@ def test_a_window_longer_than_the_buffer_holds_is_outgrown_and_frees_the_monitor
     after = CallCounters(torch.cuda.current_device(), WINDOW_FLOOR_S)
     assert after.collector is not None, after.why
     _gemm_calls(after, 1)
-    assert after.trimmed[0].get("tensor_cycles", 0) > 0, after.why
+    assert after.windows[0].get("tensor_cycles", 0) > 0, after.why
 
 
 def test_a_gemm_call_is_counted_whole_in_the_floors_buffer() -> None:
@@ -72,20 +72,19 @@ def test_a_gemm_call_is_counted_whole_in_the_floors_buffer() -> None:
     assert counters.interval_ns == SAMPLING_INTERVAL_NS
     _gemm_calls(counters, 3)
     assert counters.outgrown == [] and counters.why == ""
-    cycles = [window["tensor_cycles"] for window in counters.trimmed]
+    cycles = [window["tensor_cycles"] for window in counters.windows]
     assert min(cycles) > 0 and max(cycles) < 1.05 * min(cycles), cycles
 
 
-def test_the_prepares_work_is_in_the_window_but_not_in_the_calls_bracket() -> None:
+def test_the_prepares_work_is_not_in_the_calls_counts() -> None:
     # A GEMM of its own in the prepare (as the inputs' drawing and the L2 flush are, before the idle):
-    # the whole window counts it, the call's bracket does not.
+    # the call's bracket leaves it out, so the call counts as it does with nothing before it.
     x = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
     bare = CallCounters(torch.cuda.current_device(), WINDOW_FLOOR_S)
     _gemm_calls(bare, 3)
     prepared = CallCounters(torch.cuda.current_device(), WINDOW_FLOOR_S)
     _gemm_calls(prepared, 3, prepare=lambda: torch.matmul(x, x))
     assert bare.why == prepared.why == ""
-    call = min(window["tensor_cycles"] for window in bare.trimmed)
-    for window, bracket in zip(prepared.windows, prepared.trimmed, strict=True):
-        assert abs(bracket["tensor_cycles"] - call) < 0.02 * call, (bracket, call)
-        assert window["tensor_cycles"] > 1.05 * bracket["tensor_cycles"], (window, bracket)
+    call = min(window["tensor_cycles"] for window in bare.windows)
+    for window in prepared.windows:  # the prepare's GEMM alone is 1/8 of the call's cycles
+        assert abs(window["tensor_cycles"] - call) < 0.02 * call, (window, call)

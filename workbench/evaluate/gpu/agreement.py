@@ -110,12 +110,11 @@ def counter_disagreements(
 
 
 class SampledCalls(NamedTuple):
-    """The timed calls' PM-sampled counters: each call's whole window, the same less its first sample
-    (what the GPU counted before the start), why there are none where so, and the calls (from 1) whose
-    window outgrew the sampler's buffer, sized for `window_s`."""
+    """The timed calls' PM-sampled counters: each counted call's samples in its bracket, summed (empty
+    where lost), why there are none where so, and the calls (from 1) whose window outgrew the sampler's
+    buffer, sized for `window_s`."""
 
-    windows: list[dict[str, float]]
-    trimmed: list[dict[str, float]]
+    calls: list[dict[str, float]]
     why: str
     outgrown: list[int]
     window_s: float
@@ -133,8 +132,8 @@ def counters_against_timed(
     launches: list[dict], own: set[str] | None, sampled: SampledCalls, flops: float
 ) -> CounterVerdict:
     """The profiled call's own kernels' counters (`launches`, ncu's) summed, against every timed call's
-    whole window (any call fewer fails) and the window less its first sample (half the calls or more
-    above it fails, fewer are noted); the sampler's reason where a side has none."""
+    (any call fewer fails; half the calls or more above it fails, fewer are noted); the sampler's reason
+    where a side has none."""
     proven = [launch for launch in launches if own is None or launch["name"] in own]
     profiled: dict[str, float] = {}
     for name in COUNTERS:
@@ -146,13 +145,13 @@ def counters_against_timed(
         # a timed call that ran that much longer than its warm-up is not counted, so it is not proved.
         first = sampled.outgrown[0]
         return CounterVerdict(
-            f"timed call {first} of {len(sampled.windows)} ran longer than the sampler's buffer holds "
+            f"timed call {first} of {len(sampled.calls)} ran longer than the sampler's buffer holds "
             f"({sampled.window_s:.2f} s, sized from the candidate's first call in the stage), so neither it "
             "nor the calls after it were counted: a timed call far slower than the warm-up's is not proved "
             "to run the profiled path",
             "",
         )
-    windows = [counts for counts in sampled.windows if counts]
+    windows = [counts for counts in sampled.calls if counts]
     if not profiled or not windows:
         reason = sampled.why or (
             "this ncu did not count them" if not profiled else "no timed call was sampled"
@@ -163,32 +162,31 @@ def counters_against_timed(
         return CounterVerdict(
             f"{short[0][0]}: the timed calls did less of the work the profiled call proved", ""
         )
-    # More is judged on the window less its first sample (what the GPU counted before the call), and
-    # only where it is in half the calls or more: whatever else ran on the GPU beside a call can only
-    # add to its counts, and a path the profiled call did not take on fewer than half of them cannot
-    # move the median time the speedup is drawn from.
-    kept = [counts for counts in sampled.trimmed if counts]
-    excess = counter_disagreements(profiled, kept, flops, fewer=False)
+    # More fails only where it is in half the calls or more: whatever else ran on the GPU beside a call
+    # can only add to its counts, and a path the profiled call did not take on fewer than half of them
+    # cannot move the median time the speedup is drawn from.
+    excess = counter_disagreements(profiled, windows, flops, fewer=False)
     # A call counts once, whichever counter it is over on: paths that mix mma.sync and FFMA add up.
     over = {figures["timed_call"] for _, figures in excess}
-    if over and 2 * len(over) >= len(kept):
+    if over and 2 * len(over) >= len(windows):
         return CounterVerdict(
-            f"{excess[0][0]}; {len(over)} of {len(kept)} timed calls counted more: "
+            f"{excess[0][0]}; {len(over)} of {len(windows)} timed calls counted more: "
             "the timed calls ran a path the profiled call did not",
             "",
         )
     if excess:
         return CounterVerdict(
-            None, f"[noted, in fewer than half the timed calls ({len(over)} of {len(kept)}): {excess[0][0]}]"
+            None,
+            f"[noted, in fewer than half the timed calls ({len(over)} of {len(windows)}): {excess[0][0]}]",
         )
     ratios = ", ".join(
-        f"{name.replace('_', ' ')} {statistics.median(c[name] for c in kept if name in c) / profiled[name]:.4f}x"
+        f"{name.replace('_', ' ')} {statistics.median(c[name] for c in windows if name in c) / profiled[name]:.4f}x"
         for name in COUNTERS
-        if profiled.get(name) and any(name in c for c in kept)
+        if profiled.get(name) and any(name in c for c in windows)
     )
     return CounterVerdict(
         None,
-        f"[{len(windows)} of {len(sampled.windows)} timed calls' counters match the profiled call's"
+        f"[{len(windows)} of {len(sampled.calls)} timed calls' counters match the profiled call's"
         + (f": {ratios} (medians)" if ratios else "")
         + "]",
     )

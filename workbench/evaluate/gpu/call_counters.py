@@ -3,14 +3,13 @@ sampling (cupti-python): the GPU's performance monitors sampled at a fixed inter
 serialisation and nothing in the candidate's process, so a kernel cannot tell a counted call from any
 other. Sampling is device-wide: it is started before the runner prepares a candidate call (flushes L2,
 writes its inputs) and stopped after the call has finished and two more intervals have passed, so the
-last partial interval is read too. Two sums come back. The window's, every sample from start to stop:
-the call lies wholly inside, and anything else can only add, so it never undercounts the call. The
-bracket's: the samples that overlap the call's bracket, the worker's realtime clock read just before the
-call was asked and just after its answer, widened by an interval each side (the samples' timestamps are
-CUPTI's clock, which is the realtime clock: each bracket summed 1.0000x the call, nothing outside it, on
-an H100 at 31f66f1, `benchmarks/pm_continuous_probe.py`). The prepare's work, the first sample's (all
-counted since the last read) and the next call's lie outside it: every kept call idles 200 us after its
-prepare, and the stop comes before the runner goes on. The judge stops the window before the runner goes
+last partial interval is read too. The call's counts are the samples that overlap its bracket, the
+worker's realtime clock read just before the call was asked and just after its answer, widened by an
+interval each side (the samples' timestamps are CUPTI's clock, which is the realtime clock: each bracket
+summed 1.0000x the call, nothing outside it, on an H100 at 31f66f1, `benchmarks/pm_continuous_probe.py`).
+The call lies wholly inside, and anything else there can only add, so it never undercounts the call.
+The prepare's work, the first sample's (all counted since the last read) and the next call's lie
+outside it: every kept call idles 200 us after its prepare, and the stop comes before the runner goes on. The judge stops the window before the runner goes
 on, and decodes and evaluates its samples on a thread beside the next calls and its own check of the
 round (`stop_beside`): host-only work, off the timed rounds' path.
 
@@ -87,7 +86,6 @@ class CallCounters:
         self.parts_s: dict[str, float] = {}
         # Calls stopped by `stop_beside`: each one's sums, their parts summed, the read still running.
         self.windows: list[dict[str, float]] = []
-        self.trimmed: list[dict[str, float]] = []
         self.outgrown: list[int] = []  # the calls (from 1) whose window outgrew the hardware buffer
         self.totals_s: dict[str, float] = {}
         self.reading: threading.Thread | None = None
@@ -136,10 +134,10 @@ class CallCounters:
         self.window_open = True
         self.parts_s = {"start": time.perf_counter() - self.begun}
 
-    def stop(self, began_ns: int, ended_ns: int) -> tuple[dict[str, float], dict[str, float]]:
-        """The counters summed over the window's samples, and over those the call's bracket (realtime
-        ns before it was asked and after its answer) overlaps; both empty where sampling failed."""
-        return self.read() if self.halt(began_ns, ended_ns) else ({}, {})
+    def stop(self, began_ns: int, ended_ns: int) -> dict[str, float]:
+        """The counters summed over the samples the call's bracket (realtime ns before it was asked and
+        after its answer) overlaps; empty where sampling failed."""
+        return self.read() if self.halt(began_ns, ended_ns) else {}
 
     def halt(self, began_ns: int, ended_ns: int) -> bool:
         """The window ended once the call's last sample is taken: False where sampling failed."""
@@ -160,7 +158,7 @@ class CallCounters:
         self.parts_s.update(settle=stopping - settling, stop=self.stopped - stopping)
         return True
 
-    def read(self) -> tuple[dict[str, float], dict[str, float]]:
+    def read(self) -> dict[str, float]:
         """The halted window's samples decoded and evaluated, summed as `stop` says."""
         assert self.reader is not None
         decoding = time.perf_counter()
@@ -172,7 +170,7 @@ class CallCounters:
             completed, room = self.reader.decode(room)
         except Exception as exc:  # noqa: BLE001 - a call's samples lost: this call is not compared
             self.why = f"a call's samples could not be read ({type(exc).__name__}: {str(exc)[:160]})"
-            return {}, {}
+            return {}
         decoded = time.perf_counter()
         self.parts_s["decode"] = decoded - decoding
         if self.reader.overflow:  # the newest samples were dropped: the call would look short
@@ -180,10 +178,10 @@ class CallCounters:
                 f"a call's window outgrew the sampler's hardware buffer, sized for {self.window_s:.2f} s "
                 f"({completed} samples read)"
             )
-            return {}, {}
+            return {}
         if completed >= room or completed < 2:
             self.why = f"a call gave {completed} samples ({room} made room for)"
-            return {}, {}
+            return {}
         values = self.reader.values(completed)  # each sample evaluated on the host
         began, ended = self.bracket
         spans = self.reader.timestamps(completed)
@@ -195,15 +193,15 @@ class CallCounters:
         self.parts_s["evaluate"] = time.perf_counter() - decoded
         if not inside:  # the sampler's clock is not the worker's here: nothing to judge more on
             self.why = "no sample overlapped a call's bracket (the sampler's clock is not the worker's)"
-            return {}, {}
-        return _summed(values), _summed(inside)
+            return {}
+        return _summed(inside)
 
     def stop_beside(self, began_ns: int, ended_ns: int) -> None:
         """`stop`, its read on a thread: the host-only decode and evaluation run beside the runner's next
         calls and the judge's check of the round. The next `start`, `await_read` and `close` wait for it;
-        each call's sums are kept in `windows` and `trimmed`, its parts added to `totals_s`."""
+        each call's sums are kept in `windows`, its parts added to `totals_s`."""
         if not self.halt(began_ns, ended_ns):
-            self._keep(({}, {}))
+            self._keep({})
             return
         self.reading = threading.Thread(target=self._read_and_keep, name="pm-sampling-read", daemon=True)
         self.reading.start()
@@ -218,13 +216,12 @@ class CallCounters:
             sums = self.read()
         except Exception as exc:  # noqa: BLE001 - the evaluation failed: this call is not compared
             self.why = f"a call's samples could not be evaluated ({type(exc).__name__}: {str(exc)[:160]})"
-            sums = ({}, {})
+            sums = {}
         # The reader says whether this window outgrew the buffer (none read after one that did).
         self._keep(sums, outgrown=self.reader is not None and self.reader.overflow)
 
-    def _keep(self, sums: tuple[dict[str, float], dict[str, float]], outgrown: bool = False) -> None:
-        self.windows.append(sums[0])
-        self.trimmed.append(sums[1])
+    def _keep(self, sums: dict[str, float], outgrown: bool = False) -> None:
+        self.windows.append(sums)
         if outgrown:
             self.outgrown.append(len(self.windows))
         for part, seconds in self.parts_s.items():

@@ -273,8 +273,7 @@ class CountersOpened(TypedDict):
 class CountedCalls(TypedDict):
     """Every counted call of a timing stage, in call order (each read beside the calls after it)."""
 
-    counts: list[dict[str, float]]  # each call's window, every sample; empty where samples were lost
-    trimmed: list[dict[str, float]]  # the samples the call's bracket overlaps, summed
+    counts: list[dict[str, float]]  # the samples each call's bracket overlaps, summed; empty where lost
     outgrown: list[int]  # the calls (from 1) whose window outgrew the sampler's hardware buffer
     why: str
     parts_s: dict[str, float]  # the judge's seconds around the calls by part (CallCounters.totals_s)

@@ -273,12 +273,11 @@ class Judge:
     def counters_close(self, request: dict) -> dict:
         """Every counted call's sums, in call order, once each read is done."""
         if self.counters is None:
-            return {"counts": [], "trimmed": [], "outgrown": [], "why": "", "parts_s": {}}
+            return {"counts": [], "outgrown": [], "why": "", "parts_s": {}}
         counters, self.counters = self.counters, None
         counters.close()
         return {
             "counts": counters.windows,
-            "trimmed": counters.trimmed,
             "outgrown": counters.outgrown,
             "why": counters.why,
             "parts_s": counters.totals_s,

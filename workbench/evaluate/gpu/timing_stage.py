@@ -102,7 +102,7 @@ class TimedRounds:
         """The judge's counts of every counted call, read as the sampling closed (its parts kept here)."""
         self.counter_parts = closed["parts_s"]
         why = self.counts_why or closed["why"]
-        return SampledCalls(closed["counts"], closed["trimmed"], why, closed["outgrown"], window_s)
+        return SampledCalls(closed["counts"], why, closed["outgrown"], window_s)
 
     def round(self, number: int, keep: bool) -> int:
         """Every entrant once, the order reversed every other round: the candidate's seed."""
