@@ -112,8 +112,13 @@ def test_the_dynamic_tier_sums_the_candidates_own_kernels_and_fails_a_short_time
     assert agreed.failed is None
     assert agreed.note == (
         "[3 of 3 timed calls' counters match the profiled call's: "
-        "tensor cycles 1.0000x, fma instructions 1.0000x (medians)]"
+        "tensor cycles 1.0000x, fma instructions 1.0000x (lowest-highest)]"
     )
+    # Calls apart are shown by their lowest and highest, the margin an honest kernel keeps to the bound.
+    apart = [dict(WGMMA), {**WGMMA, "fma_instructions": WGMMA["fma_instructions"] * 1.01}]
+    spread = counters_against_timed(launches, own, _sampled(apart), FLOPS)
+    assert spread.failed is None
+    assert spread.note.endswith("tensor cycles 1.0000x, fma instructions 1.0000-1.0100x (lowest-highest)]")
     simt = {"tensor_cycles": 8_192.0, "fma_instructions": 2_149_748_736.0}
     short = counters_against_timed(launches, own, _sampled([dict(WGMMA), simt]), FLOPS)
     assert short.failed is not None and short.note == ""

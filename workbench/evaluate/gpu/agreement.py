@@ -179,17 +179,23 @@ def counters_against_timed(
             None,
             f"[noted, in fewer than half the timed calls ({len(over)} of {len(windows)}): {excess[0][0]}]",
         )
+    # The lowest and highest call against the profiled one: how near an honest kernel comes to the bound.
     ratios = ", ".join(
-        f"{name.replace('_', ' ')} {statistics.median(c[name] for c in windows if name in c) / profiled[name]:.4f}x"
+        f"{name.replace('_', ' ')} {_span([c[name] / profiled[name] for c in windows if name in c])}"
         for name in COUNTERS
         if profiled.get(name) and any(name in c for c in windows)
     )
     return CounterVerdict(
         None,
         f"[{len(windows)} of {len(sampled.calls)} timed calls' counters match the profiled call's"
-        + (f": {ratios} (medians)" if ratios else "")
+        + (f": {ratios} (lowest-highest)" if ratios else "")
         + "]",
     )
+
+
+def _span(ratios: list[float]) -> str:
+    low, high = f"{min(ratios):.4f}", f"{max(ratios):.4f}"
+    return f"{low}x" if low == high else f"{low}-{high}x"
 
 
 def durations_agree(profiled_ms: float, timed_ms: float) -> bool:
