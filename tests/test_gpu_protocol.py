@@ -94,7 +94,14 @@ JUDGE_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
     ({"cmd": "counters_open"}, None),
     ({"cmd": "counters_open", "window_s": 0.25}, None),
     ({"cmd": "counters_start"}, None),
-    ({"cmd": "counters_stop", "bracket_ns": [1_796_551_501_594_598_996, 1_796_551_501_594_660_000]}, None),
+    (
+        {
+            "cmd": "counters_stop",
+            "began_ns": 1_796_551_501_594_598_996,
+            "ended_ns": 1_796_551_501_594_660_000,
+        },
+        None,
+    ),
     ({"cmd": "counters_close"}, None),
     ({"ok": False, "why": "no GPU to sample"}, "counters_open"),
     ({"ok": True}, "counters_start"),
@@ -156,6 +163,9 @@ def test_worker_judge_messages_round_trip(message: dict[str, Any], answering: st
         (child_protocol.decode_runner, {"cmd": "timing_prepare", "entrant": "0", "seed": True}, "seed"),
         (child_protocol.decode_judge, {"cmd": "check", "exports": {}, "seed": 1}, "fresh"),
         (child_protocol.decode_judge, {"cmd": "snapshot", "exports": [], "seed": 1}, "exports"),
+        # A counted call's stop carries its bracket, both ends of it.
+        (child_protocol.decode_judge, {"cmd": "counters_stop", "began_ns": 1}, "ended_ns"),
+        (child_protocol.decode_judge, {"cmd": "counters_stop", "began_ns": 1.5, "ended_ns": 2}, "began_ns"),
     ],
 )
 def test_a_malformed_message_names_its_field(decode: Any, message: object, field: str) -> None:

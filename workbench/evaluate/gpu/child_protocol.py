@@ -227,14 +227,27 @@ class ReleaseCommand(TypedDict):
     cmd: Literal["release"]
 
 
-class CountersCommand(TypedDict):
-    """PM sampling of the timed calls (call_counters.py): open for a timing stage, start before the
-    prepare and stop after each candidate call (with the call's bracket), close (every call's counts)
-    before the dynamic tier."""
+class CountersOpenCommand(TypedDict):
+    """PM sampling of the timed calls (call_counters.py), opened for a timing stage."""
 
-    cmd: Literal["counters_open", "counters_start", "counters_stop", "counters_close"]
-    window_s: NotRequired[float]  # counters_open: how long a counted call's window may take
-    bracket_ns: NotRequired[list[int]]  # counters_stop: the realtime clock before the call and after it
+    cmd: Literal["counters_open"]
+    window_s: NotRequired[float]  # how long a counted call's window may take (the floor's without)
+
+
+class CountersCommand(TypedDict):
+    """A counted call's sampling started before its prepare; the stage's closed before the dynamic tier
+    (every call's counts)."""
+
+    cmd: Literal["counters_start", "counters_close"]
+
+
+class CountersStopCommand(TypedDict):
+    """A counted call's sampling stopped after its answer, with its bracket: the worker's realtime clock
+    (ns) just before the call was asked and just after its answer."""
+
+    cmd: Literal["counters_stop"]
+    began_ns: int
+    ended_ns: int
 
 
 class JudgeReady(TypedDict):
@@ -292,7 +305,9 @@ JudgeCommand = (
     | CheckCommand
     | CheckTimedCommand
     | ReleaseCommand
+    | CountersOpenCommand
     | CountersCommand
+    | CountersStopCommand
     | ExitCommand
 )
 JudgeReply = (
@@ -314,9 +329,9 @@ JUDGE_COMMANDS: dict[str, type] = {
     "check": CheckCommand,
     "check_timed": CheckTimedCommand,
     "release": ReleaseCommand,
-    "counters_open": CountersCommand,
+    "counters_open": CountersOpenCommand,
     "counters_start": CountersCommand,
-    "counters_stop": CountersCommand,
+    "counters_stop": CountersStopCommand,
     "counters_close": CountersCommand,
     "exit": ExitCommand,
 }

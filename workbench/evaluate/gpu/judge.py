@@ -266,8 +266,7 @@ class Judge:
     def counters_stop(self, request: dict) -> dict:
         """The window stopped; its samples are read on a thread beside what comes next (`close` says)."""
         if self.counters is not None:
-            began, ended = request["bracket_ns"]
-            self.counters.stop_beside(began, ended)
+            self.counters.stop_beside(request["began_ns"], request["ended_ns"])
         return {"ok": self.counters is not None}
 
     def counters_close(self, request: dict) -> dict:

@@ -14,7 +14,7 @@ from typing import Any
 from workbench.evaluate.gpu.agreement import SampledCalls
 from workbench.evaluate.gpu.call_counters import window_for
 from workbench.evaluate.gpu.call_seeds import call_seed
-from workbench.evaluate.gpu.child_protocol import CountersCommand
+from workbench.evaluate.gpu.child_protocol import CountersOpenCommand
 from workbench.evaluate.gpu.part_clock import PartClock
 from workbench.evaluate.gpu.protocol import StageRecord, Status
 from workbench.evaluate.gpu.session import Session
@@ -89,7 +89,7 @@ class TimedRounds:
         if counted:
             stopped = time.perf_counter()
             # Its samples are read beside what follows.
-            session.ask_judge({"cmd": "counters_stop", "bracket_ns": [began_ns, ended_ns]})
+            session.ask_judge({"cmd": "counters_stop", "began_ns": began_ns, "ended_ns": ended_ns})
             self.counters_s += time.perf_counter() - stopped
         if keep:
             self.walls[entrant].append(wall_ms)
@@ -166,7 +166,7 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
         rounds.round(0, keep=False)
         rounds.rounds = 1
         window_s = window_for(rounds.first_ms)
-        opening_counters: CountersCommand = {"cmd": "counters_open", "window_s": window_s}
+        opening_counters: CountersOpenCommand = {"cmd": "counters_open", "window_s": window_s}
         opening = session.ask_judge_beside(opening_counters)
         try:
             per_round = rounds.warm_up(warmup)
