@@ -74,6 +74,10 @@ def test_a_gemm_call_is_counted_whole_in_the_floors_buffer() -> None:
     assert counters.outgrown == [] and counters.why == ""
     cycles = [window["tensor_cycles"] for window in counters.windows]
     assert min(cycles) > 0 and max(cycles) < 1.05 * min(cycles), cycles
+    # Whole, not alike only: a 4096^3 wgmma GEMM keeps the tensor pipe 2 * 4096^3 / 1024 cycles busy
+    # (134,217,728 for cuBLAS's and Triton's on the H200, b594700), and the GPU idles around the call.
+    whole = 2 * 4096**3 / 1024
+    assert all(abs(c - whole) < 0.01 * whole for c in cycles), (cycles, whole)
 
 
 def test_the_prepares_work_is_not_in_the_calls_counts() -> None:
