@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Label, TabbedContent, TabPane
 
 from workbench.tui.artifacts import DocumentMaker
@@ -58,8 +59,16 @@ class CodePane(Vertical):
             self._build(key)
 
     def update_placeholder(self, key: str, maker: DocumentMaker) -> None:
-        """A listing that is now ready, for a tab that waits for it (a shown listing stays as it is)."""
-        if key in self._pending or self.view(key).document.unavailable:
+        """A listing that is now ready, for a tab that waits for it (a shown listing stays as it is). Where
+        the tab's view is not there to ask, the listing waits for the tab to be built: a rebuilt listing
+        once came while the pane's PTX view could not be found (a clean-clone run at acdb7be), and the
+        worker's error ended the app."""
+        try:
+            waiting = key in self._pending or bool(self.view(key).document.unavailable)
+        except NoMatches:
+            self._pending[key] = maker
+            return
+        if waiting:
             self.replace(key, maker)
 
     def _build(self, key: str) -> None:
