@@ -94,7 +94,7 @@ def main() -> None:
         completed, room = reader.decode(room)
         if completed >= room or completed < 2 or reader.overflow:
             return float("nan")
-        return sum(sample[0] for sample in reader.values(completed)[1:])
+        return sum(sample[0] for sample in reader.values(list(range(1, completed))))
 
     for _ in range(3):  # cuBLAS's handle and the GEMM's kernel loaded before any open is timed
         torch.matmul(a, b.T, out=c)

@@ -91,7 +91,6 @@ JUDGE_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
     ({"trial": {**TRIAL, "status": "incorrect_numerical", "passed": False}}, "check_timed"),
     ({"ok": True}, "release"),
     ({"unreadable": "the buffer was unmapped"}, "check"),
-    ({"cmd": "counters_open"}, None),
     ({"cmd": "counters_open", "window_s": 0.25}, None),
     ({"cmd": "counters_start"}, None),
     (
@@ -163,7 +162,9 @@ def test_worker_judge_messages_round_trip(message: dict[str, Any], answering: st
         (child_protocol.decode_runner, {"cmd": "timing_prepare", "entrant": "0", "seed": True}, "seed"),
         (child_protocol.decode_judge, {"cmd": "check", "exports": {}, "seed": 1}, "fresh"),
         (child_protocol.decode_judge, {"cmd": "snapshot", "exports": [], "seed": 1}, "exports"),
-        # A counted call's stop carries its bracket, both ends of it.
+        # The sampling is opened for the window the stage expects; a counted call's stop carries its
+        # bracket, both ends of it.
+        (child_protocol.decode_judge, {"cmd": "counters_open"}, "window_s"),
         (child_protocol.decode_judge, {"cmd": "counters_stop", "began_ns": 1}, "ended_ns"),
         (child_protocol.decode_judge, {"cmd": "counters_stop", "began_ns": 1.5, "ended_ns": 2}, "began_ns"),
     ],

@@ -151,13 +151,13 @@ def counters_against_timed(
             "to run the profiled path",
             "",
         )
-    windows = [counts for counts in sampled.calls if counts]
-    if not profiled or not windows:
+    counted = [counts for counts in sampled.calls if counts]
+    if not profiled or not counted:
         reason = sampled.why or (
             "this ncu did not count them" if not profiled else "no timed call was sampled"
         )
         return CounterVerdict(None, f"[the timed calls' counters were not compared: {reason}]")
-    short = counter_disagreements(profiled, windows, flops, fewer=True)
+    short = counter_disagreements(profiled, counted, flops, fewer=True)
     if short:
         return CounterVerdict(
             f"{short[0][0]}: the timed calls did less of the work the profiled call proved", ""
@@ -165,29 +165,29 @@ def counters_against_timed(
     # More fails only where it is in half the calls or more: whatever else ran on the GPU beside a call
     # can only add to its counts, and a path the profiled call did not take on fewer than half of them
     # cannot move the median time the speedup is drawn from.
-    excess = counter_disagreements(profiled, windows, flops, fewer=False)
+    excess = counter_disagreements(profiled, counted, flops, fewer=False)
     # A call counts once, whichever counter it is over on: paths that mix mma.sync and FFMA add up.
     over = {figures["timed_call"] for _, figures in excess}
-    if over and 2 * len(over) >= len(windows):
+    if over and 2 * len(over) >= len(counted):
         return CounterVerdict(
-            f"{excess[0][0]}; {len(over)} of {len(windows)} timed calls counted more: "
+            f"{excess[0][0]}; {len(over)} of {len(counted)} timed calls counted more: "
             "the timed calls ran a path the profiled call did not",
             "",
         )
     if excess:
         return CounterVerdict(
             None,
-            f"[noted, in fewer than half the timed calls ({len(over)} of {len(windows)}): {excess[0][0]}]",
+            f"[noted, in fewer than half the timed calls ({len(over)} of {len(counted)}): {excess[0][0]}]",
         )
     # The lowest and highest call against the profiled one: how near an honest kernel comes to the bound.
     ratios = ", ".join(
-        f"{name.replace('_', ' ')} {_span([c[name] / profiled[name] for c in windows if name in c])}"
+        f"{name.replace('_', ' ')} {_span([c[name] / profiled[name] for c in counted if name in c])}"
         for name in COUNTERS
-        if profiled.get(name) and any(name in c for c in windows)
+        if profiled.get(name) and any(name in c for c in counted)
     )
     return CounterVerdict(
         None,
-        f"[{len(windows)} of {len(sampled.calls)} timed calls' counters match the profiled call's"
+        f"[{len(counted)} of {len(sampled.calls)} timed calls' counters match the profiled call's"
         + (f": {ratios} (lowest-highest)" if ratios else "")
         + "]",
     )

@@ -9,9 +9,9 @@ interval each side (the samples' timestamps are CUPTI's clock, which is the real
 summed 1.0000x the call, nothing outside it, on an H100 at 31f66f1, `benchmarks/pm_continuous_probe.py`).
 The call lies wholly inside, and anything else there can only add, so it never undercounts the call.
 The prepare's work, the first sample's (all counted since the last read) and the next call's lie
-outside it: every kept call idles 200 us after its prepare, and the stop comes before the runner goes on. The judge stops the window before the runner goes
-on, and decodes and evaluates its samples on a thread beside the next calls and its own check of the
-round (`stop_beside`): host-only work, off the timed rounds' path.
+outside it: every kept call idles 200 us after its prepare, and the judge stops the window before the
+runner goes on. It decodes the window's samples, and evaluates those in the bracket, on a thread beside
+the next calls and its own check of the round (`stop_beside`): host-only work, off the timed rounds' path.
 
 Only while the timing stage runs: Nsight Compute, which profiles the next stage, needs the monitors.
 """
@@ -182,19 +182,15 @@ class CallCounters:
         if completed >= room or completed < 2:
             self.why = f"a call gave {completed} samples ({room} made room for)"
             return {}
-        values = self.reader.values(completed)  # each sample evaluated on the host
         began, ended = self.bracket
         spans = self.reader.timestamps(completed)
-        inside = [
-            sample
-            for sample, (start, end) in zip(values, spans, strict=True)
-            if end > began and start < ended
-        ]
+        inside = [index for index, (start, end) in enumerate(spans) if end > began and start < ended]
+        values = self.reader.values(inside)  # only the bracket's samples evaluated on the host
         self.parts_s["evaluate"] = time.perf_counter() - decoded
-        if not inside:  # the sampler's clock is not the worker's here: nothing to judge more on
+        if not inside:  # the sampler's clock is not the worker's here: nothing to judge the call on
             self.why = "no sample overlapped a call's bracket (the sampler's clock is not the worker's)"
             return {}
-        return _summed(inside)
+        return _summed(values)
 
     def stop_beside(self, began_ns: int, ended_ns: int) -> None:
         """`stop`, its read on a thread: the host-only decode and evaluation run beside the runner's next

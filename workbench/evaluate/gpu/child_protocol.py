@@ -231,7 +231,7 @@ class CountersOpenCommand(TypedDict):
     """PM sampling of the timed calls (call_counters.py), opened for a timing stage."""
 
     cmd: Literal["counters_open"]
-    window_s: NotRequired[float]  # how long a counted call's window may take (the floor's without)
+    window_s: float  # how long a counted call's window may take (call_counters.window_for)
 
 
 class CountersCommand(TypedDict):

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import torch
 
 from workbench.evaluate.gpu import sandbox
-from workbench.evaluate.gpu.call_counters import WINDOW_FLOOR_S, CallCounters
+from workbench.evaluate.gpu.call_counters import CallCounters
 from workbench.evaluate.gpu.child_protocol import decode_judge, encode_judge
 from workbench.evaluate.gpu.correctness import (
     PASSED,
@@ -255,7 +255,7 @@ class Judge:
         self.counters_close(request)
         if self.device == "cpu":
             return {"ok": False, "why": "no GPU to sample"}
-        self.counters = CallCounters(torch.cuda.current_device(), request.get("window_s", WINDOW_FLOOR_S))
+        self.counters = CallCounters(torch.cuda.current_device(), request["window_s"])
         return {"ok": self.counters.collector is not None, "why": self.counters.why}
 
     def counters_start(self, request: dict) -> dict:

@@ -102,8 +102,8 @@ class SampleReader:
             spans.append((int(info.start_timestamp), int(info.end_timestamp)))
         return spans
 
-    def values(self, completed: int) -> list[list[float]]:
-        """Each of the last decode's `completed` samples, evaluated on the host (in `metrics`' order)."""
+    def values(self, indices: list[int]) -> list[list[float]]:
+        """The last decode's samples at `indices`, each evaluated on the host (in `metrics`' order)."""
         api = self.api
         out = self.np.zeros(len(self.metrics), dtype=self.np.float64)
         request = api.ProfilerHostEvaluateToGpuValuesParams()
@@ -115,7 +115,7 @@ class SampleReader:
         request.num_metrics = len(self.metrics)
         request.p_metric_values = out.ctypes.data
         values = []
-        for index in range(completed):
+        for index in indices:
             request.range_index = index
             self.evaluate(request.ptr)
             values.append(out.tolist())
@@ -146,8 +146,8 @@ class CollectorDecode:
     def timestamps(self, completed: int) -> list[tuple[int, int]]:
         return [(sample.start_timestamp, sample.end_timestamp) for sample in self.samples[:completed]]
 
-    def values(self, completed: int) -> list[list[float]]:
-        return [list(sample.metric_values) for sample in self.samples[:completed]]
+    def values(self, indices: list[int]) -> list[list[float]]:
+        return [list(self.samples[index].metric_values) for index in indices]
 
     def close(self) -> None:
         self.samples = None

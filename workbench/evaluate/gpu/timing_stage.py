@@ -50,7 +50,7 @@ class TimedRounds:
         self.counts_why = ""
         # The stage's first prepare and call of the candidate: it sizes the sampler's buffer.
         self.first_ms = 0.0
-        self.counters_s = 0.0  # the judge's requests around the counted calls (lead and settle included)
+        self.counters_s = 0.0  # the judge's requests around the counted calls (the settle included)
         self.check_parts: dict[str, float] = {}  # the same by the judge's own parts (its PartClock)
         # The judge's own parts over the counted calls (CallCounters'): its decode and evaluation ran beside
         # the calls after each, off counters_s (what is left of them is waited in the round's check).
