@@ -262,6 +262,19 @@ def test_a_calls_counts_are_the_samples_its_bracket_overlaps_and_none_is_said() 
     assert counters.why == "no sample overlapped a call's bracket (the sampler's clock is not the worker's)"
 
 
+def test_a_step_of_the_hosts_clock_during_a_call_leaves_its_bracket_on_its_samples() -> None:
+    counters = CallCounters(0)
+    collector = _StandInCollector()
+    counters.collector, counters.reader = collector, CollectorDecode(collector)
+    step = [0]  # CUPTI's clock less the realtime clock: the realtime clock steps back 10 ms mid-call
+    counters.clock = lambda: time.time_ns() + step[0]
+    counters.start()
+    step[0] = 10_000_000
+    # Read in the stepped clock, the bracket's end lies before its start; each end mapped by the offset
+    # read nearest it, the bracket is the call's again (the second and third samples).
+    assert counters.stop(BRACKET[0], BRACKET[1] - step[0]) == dict(zip(COUNTERS, (3.0, 6.0), strict=True))
+
+
 class _HeldDecode(_StandInCollector):
     """A collector whose decode waits until the test lets it go: the read's place is seen, not timed."""
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 
 from workbench.evaluate.gpu.agreement import COUNTERS
 from workbench.evaluate.gpu.sample_reader import CollectorDecode, SampleReader
@@ -76,7 +77,11 @@ class CallCounters:
         self.window_s = window_s
         self.interval_ns, buffer_bytes = sampling_for(window_s, interval_ns)
         self.settle_s = SETTLE_INTERVALS * self.interval_ns / 1e9  # in the interval taken
-        self.offset_ns = 0  # CUPTI's clock less the realtime clock the brackets are read in
+        # CUPTI's clock (its samples' timestamps) against the realtime clock a bracket is read in, read
+        # at each call's start and again at its stop: each end of a bracket is mapped by the offset read
+        # nearest it, so a step of the host's clock during the call does not move the bracket off it.
+        self.clock: Callable[[], int] = time.time_ns
+        self.offset_ns = 0  # CUPTI's clock less the realtime clock, at the last start
         self.bracket = (0, 0)  # the last stopped call's, in CUPTI's clock, widened by an interval
         self.begun = 0.0  # when the window's start was asked
         self.window_open = False  # the last start's window is sampling
@@ -116,7 +121,7 @@ class CallCounters:
         self.collector = collector
         import cupti.cupti as api
 
-        self.offset_ns = api.get_timestamp() - time.time_ns()
+        self.clock = api.get_timestamp
 
     def start(self) -> None:
         self.await_read()  # the last call's read is done with the collector
@@ -132,6 +137,7 @@ class CallCounters:
             self.why = f"a call's sampling could not be started ({type(exc).__name__}: {str(exc)[:160]})"
             return
         self.window_open = True
+        self.offset_ns = self.clock() - time.time_ns()
         self.parts_s = {"start": time.perf_counter() - self.begun}
 
     def stop(self, began_ns: int, ended_ns: int) -> dict[str, float]:
@@ -141,8 +147,8 @@ class CallCounters:
 
     def halt(self, began_ns: int, ended_ns: int) -> bool:
         """The window ended once the call's last sample is taken: False where sampling failed."""
-        margin = self.interval_ns
-        self.bracket = (began_ns + self.offset_ns - margin, ended_ns + self.offset_ns + margin)
+        margin, offset_ns = self.interval_ns, self.clock() - time.time_ns()
+        self.bracket = (began_ns + self.offset_ns - margin, ended_ns + offset_ns + margin)
         if self.collector is None or self.reader is None or not self.window_open:
             return False
         self.window_open = False
