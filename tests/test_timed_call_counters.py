@@ -99,7 +99,7 @@ def _launch(name: str, counters: dict[str, float]) -> dict:
 
 
 def _sampled(calls: list[dict[str, float]]) -> SampledCalls:
-    return SampledCalls(calls, "", [], 0.25)
+    return SampledCalls(calls, "", [], 0.25, [0.01] * len(calls))
 
 
 def test_the_dynamic_tier_sums_the_candidates_own_kernels_and_fails_a_short_timed_call() -> None:
@@ -159,7 +159,9 @@ def test_a_side_without_counters_is_said_with_the_samplers_reason() -> None:
         (counted, [], "PM sampling is not available on this GPU", "PM sampling is not available on this GPU"),
     ]
     for launches, timed, why, said in cases:
-        verdict = counters_against_timed(launches, None, SampledCalls(timed, why, [], 0.25), FLOPS)
+        verdict = counters_against_timed(
+            launches, None, SampledCalls(timed, why, [], 0.25, [0.01] * len(timed)), FLOPS
+        )
         assert verdict == (None, f"[the timed calls' counters were not compared: {said}]")
 
 
@@ -413,13 +415,36 @@ def test_the_buffer_is_sized_from_the_stages_first_call_and_the_interval_grows_o
 def test_a_timed_call_that_outgrew_the_sampler_fails_the_proof_and_names_the_call() -> None:
     launches = [_launch("gemm", WGMMA)]
     # Call 2 outgrew the buffer, so call 3 was not started (CUPTI starts none after a full buffer).
-    sampled = SampledCalls([dict(WGMMA), {}, {}], "", [2], 0.25)
+    # Its prepare and call took more than half the window: the call itself outgrew it.
+    sampled = SampledCalls([dict(WGMMA), {}, {}], "", [2], 0.25, [0.01, 0.2, 0.01])
     verdict = counters_against_timed(launches, None, sampled, FLOPS)
     assert verdict.failed == (
         "timed call 2 of 3 ran longer than the sampler's buffer holds (0.25 s, sized from the candidate's "
         "first call in the stage), so neither it nor the calls after it were counted: a timed call far "
         "slower than the warm-up's is not proved to run the profiled path"
     )
+    # A short call whose window outgrew still fails where fewer than half the calls were counted before it.
+    early = SampledCalls([dict(WGMMA), {}, {}], "", [2], 0.25, [0.01] * 3)
+    assert counters_against_timed(launches, None, early, FLOPS).failed == verdict.failed
     # Where ncu did not count the profiled call there is nothing to prove against: said, not failed.
     unprofiled = counters_against_timed([{"name": "gemm"}], None, sampled, FLOPS)
     assert unprofiled.failed is None and "not compared" in unprofiled.note
+
+
+def test_a_window_outgrown_by_a_host_stall_outside_a_short_call_leaves_the_calls_before_it_to_prove() -> None:
+    launches = [_launch("gemm", WGMMA)]
+    # Call 3 of 4 took 10 ms of a 0.25 s window that outgrew its buffer: the worker or the judge stalled,
+    # not the candidate; CUPTI started no window after it, so calls 1 and 2 are the proof.
+    sampled = SampledCalls([dict(WGMMA), dict(WGMMA), {}, {}], "", [3], 0.25, [0.01] * 4)
+    verdict = counters_against_timed(launches, None, sampled, FLOPS)
+    assert verdict.failed is None
+    assert verdict.note == (
+        "[2 of 4 timed calls counted: timed call 3's window outgrew the sampler's buffer (0.25 s) while its "
+        "prepare and call took 0.010 s: the host stalled outside the call, and neither it nor the calls after "
+        "it were counted]"
+    )
+    # The calls that were counted are still held to the profiled call's counts.
+    short = {name: value * 0.9 for name, value in WGMMA.items()}
+    stalled_short = SampledCalls([dict(WGMMA), short, {}, {}], "", [3], 0.25, [0.01] * 4)
+    failed = counters_against_timed(launches, None, stalled_short, FLOPS).failed
+    assert failed is not None and "timed call 2 counted" in failed and "fewer" in failed

@@ -111,13 +111,15 @@ def counter_disagreements(
 
 class SampledCalls(NamedTuple):
     """The timed calls' PM-sampled counters: each counted call's samples in its bracket, summed (empty
-    where lost), why there are none where so, and the calls (from 1) whose window outgrew the sampler's
-    buffer, sized for `window_s`."""
+    where lost), why there are none where so, the calls (from 1) whose window outgrew the sampler's
+    buffer, sized for `window_s`, and each counted call's own seconds in its window (from the runner's
+    prepare to the call's answer: what the candidate's process could lengthen)."""
 
     calls: list[dict[str, float]]
     why: str
     outgrown: list[int]
     window_s: float
+    own_s: list[float]
 
 
 class CounterVerdict(NamedTuple):
@@ -140,16 +142,23 @@ def counters_against_timed(
         values = [launch.get("counters", {}).get(name) for launch in proven]
         if values and all(value is not None for value in values):
             profiled[name] = float(sum(values))
+    stalled = ""
     if profiled and sampled.outgrown:
         # Sized from the stage's first call of the candidate, many times over (call_counters.window_for):
         # a timed call that ran that much longer than its warm-up is not counted, so it is not proved.
         first = sampled.outgrown[0]
-        return CounterVerdict(
-            f"timed call {first} of {len(sampled.calls)} ran longer than the sampler's buffer holds "
-            f"({sampled.window_s:.2f} s, sized from the candidate's first call in the stage), so neither it "
-            "nor the calls after it were counted: a timed call far slower than the warm-up's is not proved "
-            "to run the profiled path",
-            "",
+        if not _host_stalled(sampled, first):
+            return CounterVerdict(
+                f"timed call {first} of {len(sampled.calls)} ran longer than the sampler's buffer holds "
+                f"({sampled.window_s:.2f} s, sized from the candidate's first call in the stage), so neither "
+                "it nor the calls after it were counted: a timed call far slower than the warm-up's is not "
+                "proved to run the profiled path",
+                "",
+            )
+        stalled = (
+            f"timed call {first}'s window outgrew the sampler's buffer ({sampled.window_s:.2f} s) while "
+            f"its prepare and call took {sampled.own_s[first - 1]:.3f} s: the host stalled outside the call, "
+            "and neither it nor the calls after it were counted"
         )
     counted = [counts for counts in sampled.calls if counts]
     if not profiled or not counted:
@@ -161,6 +170,10 @@ def counters_against_timed(
     if short:
         return CounterVerdict(
             f"{short[0][0]}: the timed calls did less of the work the profiled call proved", ""
+        )
+    if stalled:
+        return CounterVerdict(
+            None, f"[{len(counted)} of {len(sampled.calls)} timed calls counted: {stalled}]"
         )
     # More fails only where it is in half the calls or more: whatever else ran on the GPU beside a call
     # can only add to its counts, and a path the profiled call did not take on fewer than half of them
@@ -191,6 +204,14 @@ def counters_against_timed(
         + (f": {ratios} (lowest-highest)" if ratios else "")
         + "]",
     )
+
+
+def _host_stalled(sampled: SampledCalls, first: int) -> bool:
+    """Whether the call whose window outgrew the buffer did not take that window itself: its prepare and
+    call held under half of it (the rest was the worker's and the judge's: a host stall), and at least
+    half the timed calls were counted before it, so the proof still rests on most of the calls."""
+    own = sampled.own_s[first - 1] if first <= len(sampled.own_s) else sampled.window_s
+    return own < sampled.window_s / 2 and 2 * (first - 1) >= len(sampled.calls)
 
 
 def _span(ratios: list[float]) -> str:

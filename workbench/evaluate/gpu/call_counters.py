@@ -45,7 +45,8 @@ MIN_BUFFER_BYTES, MAX_BUFFER_BYTES = 16 * 1024 * 1024, 512 * 1024 * 1024
 # less than a floor that holds any call of a fraction of a second with the requests around it and a
 # host's stall beside it (a window holds the worker's and the judge's requests too: the headline GEMM's
 # take 2-3 ms). An honest call does not grow twentyfold between its warm-up and its timed calls; one that
-# does is not counted, and fails (`agreement.counters_against_timed`). The floor's buffer is 79 MiB: its
+# does is not counted, and fails, unless its own prepare and call took under half the window (a host stall
+# outside it: `agreement.counters_against_timed`). The floor's buffer is 79 MiB: its
 # set-up lies between 91 and 125 ms (64 and 128 MiB on an H100, 94a280e); the warm-up hid the 40 MiB of
 # a 0.25 s floor (b411ebe), and whether it hides this one is not yet measured.
 WINDOW_FACTOR, WINDOW_FLOOR_S = 20, 0.5

@@ -133,7 +133,7 @@ class Session:
         self.profiler: ProfiledProcess | None = None
         self.sanitizer: SanitizedProcess | None = None
         self.timed_calls: list[list] | None = None
-        self.timed_counters = SampledCalls([], "", [], 0.0)  # each timed call's PM-sampled counters
+        self.timed_counters = SampledCalls([], "", [], 0.0, [])  # each timed call's PM-sampled counters
         self.last_order: list[str] = []  # kernels of the last completed correctness call, by start
         self.autotuned: dict | None = None  # a Triton candidate's autotuners' choices, for the tools
         self.source = self._source()

@@ -55,6 +55,7 @@ class TimedRounds:
         # The judge's own parts over the counted calls (CallCounters'): its decode and evaluation ran beside
         # the calls after each, off counters_s (what is left of them is waited in the round's check).
         self.counter_parts: dict[str, float] = {}
+        self.counted_own_s: list[float] = []  # each counted call's prepare and call, in call order
         # Kept calls' seconds between the prepare's answer and the call, summed by entrant.
         self.gaps: dict[str, float] = {}
 
@@ -87,6 +88,7 @@ class TimedRounds:
         if entrant == "candidate" and not self.first_ms:
             self.first_ms = (answered - preparing) * 1e3  # a counted window holds the prepare too
         if counted:
+            self.counted_own_s.append(answered - preparing)
             stopped = time.perf_counter()
             # Its samples are read beside what follows.
             session.ask_judge({"cmd": "counters_stop", "began_ns": began_ns, "ended_ns": ended_ns})
@@ -102,7 +104,7 @@ class TimedRounds:
         """The judge's counts of every counted call, read as the sampling closed (its parts kept here)."""
         self.counter_parts = closed["parts_s"]
         why = self.counts_why or closed["why"]
-        return SampledCalls(closed["counts"], why, closed["outgrown"], window_s)
+        return SampledCalls(closed["counts"], why, closed["outgrown"], window_s, self.counted_own_s)
 
     def round(self, number: int, keep: bool) -> int:
         """Every entrant once, the order reversed every other round: the candidate's seed."""
