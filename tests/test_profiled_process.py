@@ -21,7 +21,7 @@ from pathlib import Path
 from ncu_support import FILL
 from source_page_support import block, listing_kernels
 
-from workbench.evaluate.gpu.candidate_entry import await_candidate, wait_for
+from workbench.evaluate.gpu.candidate_entry import await_candidate, load_after_go, wait_for
 from workbench.evaluate.gpu.profile import WARM_RAN, parse_raw_csv
 from workbench.evaluate.gpu.tool_process import ProfiledProcess, await_warm
 from workbench.evaluate.gpu.worker import Worker
@@ -321,6 +321,25 @@ def test_the_child_runs_its_warm_range_only_when_asked_and_before_its_candidate(
     (failed / "request.json").touch()
     # Its `warmed` file does not say it ran: the report's first launch is then the candidate's own.
     assert await_candidate(failed, os.getpid()) and (failed / "warmed").read_text() == ""
+
+
+def test_a_tools_run_loads_its_candidate_only_at_the_go(tmp_path: Path) -> None:
+    # Its candidate's code (a library's constructors, a Triton module's Python) must not run in a process
+    # nothing traces while the timed calls run: the tool's run waits through the timing stage.
+    loaded: list[bool] = []  # at each load: whether the go had come
+    later = threading.Timer(0.3, lambda: (tmp_path / "go").touch())
+    later.start()
+    module = load_after_go(
+        tmp_path, os.getpid(), lambda: loaded.append((tmp_path / "go").exists()) or "module"
+    )
+    later.join()
+    assert module == "module" and loaded == [True]
+    # A worker gone before the go: nothing is loaded.
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    quiet = tmp_path / "quiet"
+    quiet.mkdir()
+    assert load_after_go(quiet, gone.pid, lambda: loaded.append(True)) is None and loaded == [True]
 
 
 def test_the_next_ncu_run_in_line_warms_when_released_and_a_timing_stage_can_wait_for_it(

@@ -145,6 +145,17 @@ def await_candidate(folder: Path, parent: int, warm_range: Callable[[], None] = 
     return wait_for(request, parent)
 
 
+def load_after_go(folder: Path, parent: int, load: Callable[[], Any]) -> Any | None:
+    """The candidate's module, loaded only once the worker says go (None if it is gone first). A tool's
+    run waits through its candidate's timing stage (ncu's is profiled after it); loaded before, the
+    library's constructors, or the Python a Triton candidate imports, could start a thread that runs on
+    the GPU beside the timed calls (holding SMs the baselines would use) from a process nothing traces.
+    Loaded after, nothing of the candidate runs anywhere but the timed process while it is timed."""
+    if not wait_for(folder / "go", parent):
+        return None
+    return load()
+
+
 CALLS_BEFORE_S = 2.0  # unprofiled calls stop after this long: a slow kernel keeps the dynamic tier short
 
 
@@ -190,11 +201,15 @@ def once(workdir: str, parent: int) -> int:
 
         opened = triton_runtime.open_candidate(Path(spec["triton_entry"]))
     torch.cuda.synchronize()
-    (folder / "prepared").touch()  # the call's inputs are made: what is left before it is the load
+    (folder / "prepared").touch()  # the call's inputs are made: only the go and the load are left
     if sandbox.available():
         close_tool_doors(os.environ.get(TOOL_ENV, ""))
-    module = opened.module() if opened is not None else tvm_ffi.load_module(request["library"])
-    if not wait_for(folder / "go", parent):
+    module = load_after_go(
+        folder,
+        parent,
+        lambda: opened.module() if opened is not None else tvm_ffi.load_module(request["library"]),
+    )
+    if module is None:
         return 3
     if opened is not None:
         opened.seed(json.loads((folder / "go").read_text() or "{}").get("autotuned") or {})

@@ -185,7 +185,8 @@ class Session:
         worker = self.worker
         self.runner = worker.take_runner(self.device)
         if "dynamic" in self.stages and self.kernels and worker.can_profile and self.device != "cpu":
-            # The profiled process loads the candidate and makes the timed workload's inputs meanwhile.
+            # The profiled process makes the timed workload's inputs meanwhile (it loads the candidate only
+            # at the go, after the timing stage: `candidate_entry.load_after_go`).
             self.profiler = worker.take_profiler(
                 self.spec.get("target", ""),
                 self.spec.get("required_family", ""),

@@ -111,8 +111,8 @@ class ToolProcess:
         return (self.workdir / "ready").exists()
 
     def prepared(self) -> bool:
-        """Whether the child has made the call's inputs (a `prepared` file): only the candidate's load is
-        left before it waits for the go."""
+        """Whether the child has made the call's inputs (a `prepared` file): it waits for the go, then
+        loads the candidate."""
         return (self.workdir / "prepared").exists()
 
     def submit(self, library: str, spec: dict) -> None:
