@@ -141,7 +141,9 @@ def await_candidate(folder: Path, parent: int, warm_range: Callable[[], None] = 
         except Exception as exc:  # noqa: BLE001 - a range that fails costs only the saving: the call is as before
             print(f"ncu's first range before the candidate failed: {exc}", file=sys.stderr, flush=True)
             outcome = ""
-        (folder / "warmed").write_text(outcome)
+        # Whole when it appears: the worker takes its presence for the range's end, then reads it.
+        (folder / "warmed.partial").write_text(outcome)
+        os.replace(folder / "warmed.partial", folder / "warmed")
     return wait_for(request, parent)
 
 
