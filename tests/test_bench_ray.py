@@ -136,7 +136,9 @@ async def test_a_ray_sweep_has_the_metrics_of_the_same_sweep_without_ray(
     # An actor takes candidates only once it has answered; on a loaded machine the second may answer after
     # the first has judged all four, so the claim is about the actors that judged.
     judged = [slot for slot in pool.actors if slot.evaluations]
-    assert judged and all(slot.ready and slot.ready.pid != os.getpid() and not slot.ready.gpus for slot in judged)
+    assert judged and all(
+        slot.ready and slot.ready.pid != os.getpid() and not slot.ready.gpus for slot in judged
+    )
     start = read_session(next((there.root / "sessions").glob("*.jsonl"))).events[0]
     assert isinstance(start, SessionStart) and start.settings["executor"] == "ray:static"
 

@@ -82,7 +82,13 @@ def test_the_verdict_pane_reads_a_memory_bound_kernel_in_tb_per_s_with_its_share
     result.stages.timing = TimingStage(
         status=Status.passed,
         candidate=TimingStats(
-            name="candidate", median_ms=0.07, p25_ms=0.07, p75_ms=0.07, min_ms=0.07, max_ms=0.07, iterations=50
+            name="candidate",
+            median_ms=0.07,
+            p25_ms=0.07,
+            p75_ms=0.07,
+            min_ms=0.07,
+            max_ms=0.07,
+            iterations=50,
         ),
         tflops=11.5,
         tbps=3.85,
