@@ -35,6 +35,20 @@ def real_launches() -> list[dict]:
     return parse_raw_csv((DATA / "wgmma_gemm_m256_raw_details.csv").read_text())
 
 
+def _steady(ms: float, iterations: int, kernels: list[str] | None = None) -> TimingStats:
+    """The candidate's timing stats where every call took `ms`."""
+    return TimingStats(
+        name="candidate",
+        median_ms=ms,
+        p25_ms=ms,
+        p75_ms=ms,
+        min_ms=ms,
+        max_ms=ms,
+        iterations=iterations,
+        kernels=kernels or [],
+    )
+
+
 def test_the_agent_reads_each_launch_with_its_shared_memory_and_occupancy() -> None:
     text = feedback_text(profiled_result(real_launches()))
     assert (
@@ -56,16 +70,7 @@ def test_mangled_symbols_get_readable_names_kept_with_the_result() -> None:
     result = profiled_result([launch])
     result.stages.timing = TimingStage(
         status=Status.passed,
-        candidate=TimingStats(
-            name="candidate",
-            median_ms=1,
-            p25_ms=1,
-            p75_ms=1,
-            min_ms=1,
-            max_ms=1,
-            iterations=1,
-            kernels=[MANGLED],
-        ),
+        candidate=_steady(1, 1, kernels=[MANGLED]),
     )
     name_kernels(result)
     readable = result.kernel_names[MANGLED]
@@ -81,15 +86,7 @@ def test_the_verdict_pane_reads_a_memory_bound_kernel_in_tb_per_s_with_its_share
     result = profiled_result(real_launches())
     result.stages.timing = TimingStage(
         status=Status.passed,
-        candidate=TimingStats(
-            name="candidate",
-            median_ms=0.07,
-            p25_ms=0.07,
-            p75_ms=0.07,
-            min_ms=0.07,
-            max_ms=0.07,
-            iterations=50,
-        ),
+        candidate=_steady(0.07, 50),
         tflops=11.5,
         tbps=3.85,
         speed_of_light_ms=0.0561,

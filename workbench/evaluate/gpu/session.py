@@ -336,14 +336,18 @@ class Session:
             )
         return data
 
+    def _profilers(self) -> tuple[ProfiledProcess | None, ProfiledProcess | None]:
+        """The ncu runs whose first range may be in flight: this candidate's and the next one's."""
+        return self.profiler, self.worker.next_profiler()
+
     def profiler_warming(self) -> bool:
-        """Whether an ncu first range is in flight (this candidate's profiler's or the next one's)."""
-        return any(p is not None and p.warming() for p in (self.profiler, self.worker.next_profiler()))
+        """Whether an ncu first range is in flight (`_profilers`)."""
+        return any(p is not None and p.warming() for p in self._profilers())
 
     def await_profiler_warm(self) -> None:
-        """Wait, at most WARM_WAIT_S, until no ncu first range is in flight (this candidate's profiler's or
-        the next one's), so none runs beside the sampled, timed calls; one still running then is noted."""
-        if not await_warm((self.profiler, self.worker.next_profiler()), WARM_WAIT_S):
+        """Wait, at most WARM_WAIT_S, until no ncu first range is in flight (`_profilers`), so none runs
+        beside the sampled, timed calls; one still running then is noted."""
+        if not await_warm(self._profilers(), WARM_WAIT_S):
             self.notes.append(
                 f"an Nsight Compute run's first range was still running {WARM_WAIT_S:g} s into the timing stage"
             )

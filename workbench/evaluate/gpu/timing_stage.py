@@ -171,23 +171,18 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
         # begin: about 1.5 s) may run beside the warm-up, which is not timed, as it does beside the
         # correctness trials; not beside the sampling, which needs the same monitors (a range beside a
         # PM-sampled loop never ended, f151dbe). So the set-up waits for it, after the warm-up.
-        warming = session.profiler_warming()
-        opening = None if warming else session.ask_judge_beside(opening_counters)
+        opening = None if session.profiler_warming() else session.ask_judge_beside(opening_counters)
         try:
             per_round = rounds.warm_up(warmup)
+            clock.mark("warm_up")
+            session.await_profiler_warm()  # what the warm-up did not cover
+            clock.mark("profiler_warm")
+            if opening is None:
+                opening = session.ask_judge_beside(opening_counters)
+            session.ask_runner({"cmd": "timing_start"}, "timing")  # the warm-up's records are not kept
         except StageFailed:
             if opening is not None:
                 _close_counters(session, opening)
-            raise
-        clock.mark("warm_up")
-        session.await_profiler_warm()  # what the warm-up did not cover
-        clock.mark("profiler_warm")
-        if opening is None:
-            opening = session.ask_judge_beside(opening_counters)
-        try:
-            session.ask_runner({"cmd": "timing_start"}, "timing")  # the warm-up's records are not kept
-        except StageFailed:
-            _close_counters(session, opening)
             raise
         count = timed_iterations(iterations, per_round, session.pace["timed_s"], MAX_ITERATIONS)
         opened = opening()
