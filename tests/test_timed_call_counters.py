@@ -448,3 +448,8 @@ def test_a_window_outgrown_by_a_host_stall_outside_a_short_call_leaves_the_calls
     stalled_short = SampledCalls([dict(WGMMA), short, {}, {}], "", [3], 0.25, [0.01] * 4)
     failed = counters_against_timed(launches, None, stalled_short, FLOPS).failed
     assert failed is not None and "timed call 2 counted" in failed and "fewer" in failed
+    # And so is more in half of them or more: a path the profiled call did not take still fails.
+    more = {name: value * 1.5 for name, value in WGMMA.items()}
+    stalled_more = SampledCalls([more, dict(WGMMA), {}, {}], "", [3], 0.25, [0.01] * 4)
+    failed = counters_against_timed(launches, None, stalled_more, FLOPS).failed
+    assert failed is not None and "1 of 2 timed calls counted more" in failed

@@ -171,10 +171,6 @@ def counters_against_timed(
         return CounterVerdict(
             f"{short[0][0]}: the timed calls did less of the work the profiled call proved", ""
         )
-    if stalled:
-        return CounterVerdict(
-            None, f"[{len(counted)} of {len(sampled.calls)} timed calls counted: {stalled}]"
-        )
     # More fails only where it is in half the calls or more: whatever else ran on the GPU beside a call
     # can only add to its counts, and a path the profiled call did not take on fewer than half of them
     # cannot move the median time the speedup is drawn from.
@@ -186,6 +182,10 @@ def counters_against_timed(
             f"{excess[0][0]}; {len(over)} of {len(counted)} timed calls counted more: "
             "the timed calls ran a path the profiled call did not",
             "",
+        )
+    if stalled:  # the calls before the stall are the proof; the note says which were counted
+        return CounterVerdict(
+            None, f"[{len(counted)} of {len(sampled.calls)} timed calls counted: {stalled}]"
         )
     if excess:
         return CounterVerdict(
