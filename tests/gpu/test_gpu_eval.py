@@ -304,6 +304,7 @@ def _sources() -> dict[str, str]:
         sources[name] = compose(name, parts, defines)
     sources["content_cache"] = compose("content_cache", ("wgmma",))
     sources["persisting_l2"] = compose("persisting_l2", ("wgmma",))
+    sources["load_hog"] = compose("load_hog", ("door", "wgmma"))
     return sources
 
 
@@ -415,6 +416,18 @@ def test_nothing_a_call_sets_aside_in_l2_reaches_the_next_call(runner: Runner, l
     assert stages["correctness"]["status"] == "passed", stages["correctness"]["message"]
     assert stages["timing"]["status"] == "passed", stages["timing"]["message"]
     assert stages["timing"]["calls_checked"] == stages["timing"]["iterations"]
+
+
+def test_a_librarys_load_puts_no_gpu_work_beside_the_timed_calls(runner: Runner, libraries) -> None:
+    """Its constructor hogs the GPU from any process that loads it and then waits (as ncu's run did
+    through the timing stage): the tools' runs load the candidate only at the go, after the timed calls,
+    so it passes as the honest kernel it wraps, with that kernel's speedup."""
+    honest = evaluate(runner, libraries["wgmma_gemm"], spec_for())
+    hog = evaluate(runner, libraries["load_hog"], spec_for())
+    print({k: (v["status"], v.get("message", "")[:200]) for k, v in hog.items()})
+    print("speedups: honest", honest["timing"]["speedup"], "hog", hog["timing"].get("speedup"))
+    assert [s["status"] for s in hog.values()] == ["passed", "passed", "passed"], hog
+    assert hog["timing"]["speedup"] == pytest.approx(honest["timing"]["speedup"], rel=0.05)
 
 
 def test_after_both_corpora_the_same_worker_passes_a_real_wgmma_gemm(runner: Runner, libraries) -> None:
