@@ -73,6 +73,10 @@ class WorkerServices(Protocol):
 
     def next_profiler(self) -> ProfiledProcess | None: ...
 
+    def hold_gpu(self, uuid: str) -> str: ...
+
+    def release_gpu(self) -> None: ...
+
 
 # How long a timing stage waits for an ncu run's first range to end (it takes ~1.3 s on the H200 once the
 # process has its context; a spare still importing takes its imports' remaining seconds more).
@@ -226,6 +230,12 @@ class Session:
         self.trace_method = hello["trace"]
         if hello["trace_note"]:
             self.notes.append(hello["trace_note"])
+        if hello["gpu_uuid"]:
+            # From here to the end nothing else judged on this GPU runs (gpu_lock.py); the wait is a phase.
+            why = self.worker.hold_gpu(hello["gpu_uuid"])
+            clock.mark("gpu_lock")
+            if why:
+                self.notes.append(f"{why}: a candidate of another worker may be judged on it at once")
 
     def _judge_setup(self, clock: PhaseClock) -> None:
         """The judge gets the task; its time of the primary baseline sets the candidate's call limit."""
@@ -361,6 +371,9 @@ class Session:
                 self.runner.close()
             self.worker.judge_request(self.device, {"cmd": "release"}, 60)
         finally:
-            for tool in (self.profiler, self.sanitizer):
-                if tool is not None:
-                    tool.close()
+            try:
+                for tool in (self.profiler, self.sanitizer):
+                    if tool is not None:
+                        tool.close()
+            finally:
+                self.worker.release_gpu()

@@ -42,6 +42,7 @@ from typing import IO, Any, cast
 
 from workbench.evaluate.gpu import sandbox
 from workbench.evaluate.gpu.child_protocol import JudgeCommand, encode_judge
+from workbench.evaluate.gpu.gpu_lock import GpuLock
 from workbench.evaluate.gpu.isolation import HOLD_ENV, Child
 from workbench.evaluate.gpu.ncu_metrics import listed_metrics
 from workbench.evaluate.gpu.profile import counter_metrics, ordinary_load_metrics
@@ -133,6 +134,7 @@ class Worker:
         self._listed_metrics: dict[str, frozenset[str]] = {}  # target -> what this ncu lists for its chip
         # The last end after a reply, in seconds: a request that came meanwhile waited behind it.
         self.previous_end_s: float | None = None
+        self.gpu_locks: dict[str, GpuLock] = {}  # by GPU UUID, opened at the first candidate on it
 
     @property
     def can_profile(self) -> bool:
@@ -256,6 +258,19 @@ class Worker:
 
     def next_profiler(self) -> ProfiledProcess | None:
         return self.spare_profilers.next_up()
+
+    def hold_gpu(self, uuid: str) -> str:
+        """The GPU's lock held until `release_gpu` (waiting for another worker's candidate on it); why
+        there is none, where so."""
+        lock = self.gpu_locks.get(uuid)
+        if lock is None:
+            lock = self.gpu_locks[uuid] = GpuLock(uuid)
+        lock.hold()
+        return lock.why
+
+    def release_gpu(self) -> None:
+        for lock in self.gpu_locks.values():
+            lock.release()
 
     def reply(self, request: dict[str, Any], message: WorkerReply) -> None:
         if isinstance(request, dict) and "id" in request:
@@ -393,6 +408,9 @@ class Worker:
         self.judges.clear()
         self.spare_profilers.close()
         self.spare_sanitizers.close()
+        for lock in self.gpu_locks.values():
+            lock.close()
+        self.gpu_locks.clear()
 
 
 def main() -> None:
