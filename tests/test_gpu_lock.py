@@ -120,3 +120,45 @@ def test_a_worker_holds_its_candidates_gpu_from_begin_to_end_and_drops_it_when_c
         second.close()
         first.close()
     assert first.gpu_locks == {} and second.gpu_locks == {}
+
+
+def test_a_release_waits_for_the_workers_own_range_and_a_hold_meanwhile_keeps_the_lock(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "locks"
+    lock, other = GpuLock(UUID, folder), GpuLock(UUID, folder)
+    try:
+        lock.hold()
+        ranging = threading.Event()
+        ranging.set()  # this worker's next ncu run's first range is in flight
+        lock.release_after(ranging.is_set, 30)
+        taken = threading.Event()
+        waiting = threading.Thread(target=lambda: (other.hold(), taken.set()))
+        waiting.start()
+        assert not taken.wait(0.5)  # another worker waits while the range runs
+        ranging.clear()
+        assert taken.wait(10)  # then it gets the GPU
+        waiting.join()
+        assert not lock.held
+        other.release()
+        # A hold before the range ends keeps the lock: the pending release lets go no more.
+        lock.hold()
+        ranging.set()
+        lock.release_after(ranging.is_set, 30)
+        lock.hold()  # this worker's next candidate came first
+        ranging.clear()
+        taken.clear()
+        waiting = threading.Thread(target=lambda: (other.hold(), taken.set()))
+        waiting.start()
+        assert not taken.wait(0.5) and lock.held
+        lock.release()
+        assert taken.wait(10)
+        waiting.join()
+        # A range that never ends is given up on after the limit.
+        other.release()
+        lock.hold()
+        lock.release_after(lambda: True, 0.2)
+        assert other.hold() < 10 and other.held
+    finally:
+        lock.close()
+        other.close()

@@ -4,8 +4,10 @@ Each user's worker service is their own (its socket is theirs alone), and a user
 GPU under two names (an index, its UUID) reach two services. Their candidates must still not be timed on
 one GPU at once: each would slow the other's calls, and the PM sampler, which is device-wide, would count
 the other's kernels into a counted call. So a worker holds the GPU's lock, named by the GPU's UUID, from a
-candidate's begin to its end: an exclusive `flock` on a file every user may open, in a shared sticky
-folder. The kernel drops it when the worker's process ends, however it ends.
+candidate's begin to its end, and past it while its own next ncu run's first range is still in flight
+(that range beside another worker's sampled calls never ended, f151dbe): an exclusive `flock` on a file
+every user may open, in a shared sticky folder. The kernel drops it when the worker's process ends,
+however it ends.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import fcntl
 import os
 import re
 import stat
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 LOCK_DIR_ENV = "PTXWB_GPU_LOCK_DIR"  # where the locks are (tests set their own); else DEFAULT_LOCK_DIR
@@ -33,6 +37,8 @@ class GpuLock:
         self.fd: int | None = None
         self.held = False
         self.why = ""
+        self.state = threading.Lock()  # `held`, against a release pending on its thread
+        self.draining = 0  # bumped by every hold and release: a pending release acts only if still last
         folder = folder or lock_folder()
         name = re.sub(r"[^A-Za-z0-9-]+", "+", uuid).strip("+")[:80]
         try:
@@ -46,15 +52,38 @@ class GpuLock:
 
     def hold(self) -> float:
         """Take the lock, waiting for another worker's candidate to end: the seconds waited (0 without
-        a lock: `why` says so)."""
-        if self.fd is None or self.held:
-            return 0.0
+        a lock, where `why` says so, or where it is still held, a release pending)."""
+        with self.state:
+            self.draining += 1  # a pending release, if any, lets go no more
+            if self.fd is None or self.held:
+                return 0.0
         started = time.perf_counter()
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         self.held = True
         return time.perf_counter() - started
 
     def release(self) -> None:
+        with self.state:
+            self.draining += 1
+            self._let_go()
+
+    def release_after(self, busy: Callable[[], bool], limit_s: float) -> None:
+        """Let go once `busy` is over (this worker's own GPU work between candidates, at most `limit_s`),
+        on a thread; a `hold` before then keeps it."""
+        with self.state:
+            self.draining += 1
+            mine = self.draining
+        threading.Thread(target=self._drain, args=(mine, busy, limit_s), name="gpu-lock", daemon=True).start()
+
+    def _drain(self, mine: int, busy: Callable[[], bool], limit_s: float) -> None:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline and busy():
+            time.sleep(0.005)
+        with self.state:
+            if self.draining == mine:
+                self._let_go()
+
+    def _let_go(self) -> None:
         if self.fd is not None and self.held:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             self.held = False

@@ -59,7 +59,7 @@ from workbench.evaluate.gpu.protocol import (
     decode_host,
     encode_host,
 )
-from workbench.evaluate.gpu.session import Session
+from workbench.evaluate.gpu.session import WARM_WAIT_S, Session
 from workbench.evaluate.gpu.spare_runners import SpareRunners
 from workbench.evaluate.gpu.stages import run_stage
 from workbench.evaluate.gpu.tool_process import ProfiledProcess, SanitizedProcess
@@ -269,8 +269,11 @@ class Worker:
         return lock.why
 
     def release_gpu(self) -> None:
+        """The GPU let go once the next ncu run's first range is over (it started with this candidate's
+        profiled call; another worker's sampling must not open beside it)."""
+        next_up = self.next_profiler()
         for lock in self.gpu_locks.values():
-            lock.release()
+            lock.release_after(lambda: next_up is not None and next_up.warming(), WARM_WAIT_S)
 
     def reply(self, request: dict[str, Any], message: WorkerReply) -> None:
         if isinstance(request, dict) and "id" in request:
