@@ -75,8 +75,6 @@ class WorkerServices(Protocol):
 
     def hold_gpu(self, uuid: str) -> str: ...
 
-    def release_gpu(self) -> None: ...
-
 
 # How long a timing stage waits for an ncu run's first range to end (it takes ~1.3 s on the H200 once the
 # process has its context; a spare still importing takes its imports' remaining seconds more).
@@ -371,9 +369,6 @@ class Session:
                 self.runner.close()
             self.worker.judge_request(self.device, {"cmd": "release"}, 60)
         finally:
-            try:
-                for tool in (self.profiler, self.sanitizer):
-                    if tool is not None:
-                        tool.close()
-            finally:
-                self.worker.release_gpu()
+            for tool in (self.profiler, self.sanitizer):
+                if tool is not None:
+                    tool.close()

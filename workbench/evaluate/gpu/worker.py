@@ -344,9 +344,12 @@ class Worker:
     def _end_session(self, warm: bool) -> None:
         session, self.session = self.session, None  # an end that fails is not tried again by each begin
         if session is not None:
-            session.end()
-            if warm:
-                self.warm_spare(session.device)
+            try:
+                session.end()
+                if warm:
+                    self.warm_spare(session.device)
+            finally:
+                self.release_gpu()  # after the spares' release: a range it starts keeps the lock too
 
     def _end_after_reply(self, warm: bool) -> None:
         """The session's end once its verdict is sent: the caller does not wait for its processes to be
