@@ -114,6 +114,17 @@ def test_a_worker_holds_its_candidates_gpu_from_begin_to_end_and_drops_it_when_c
         first.release_gpu()
         assert taken.wait(10)
         waiting.join()
+        second.release_gpu()
+        # Without a UUID, a worker holds the GPUs it judged on before (at a candidate's begin, before its
+        # runner's hello names the GPU): the other worker waits again.
+        assert first.hold_gpu() == ""
+        taken.clear()
+        waiting = threading.Thread(target=lambda: (second.hold_gpu(UUID), taken.set()))
+        waiting.start()
+        assert not taken.wait(0.5)
+        first.release_gpu()
+        assert taken.wait(10)
+        waiting.join()
         # Another GPU is another lock: not waited for.
         assert first.hold_gpu("GPU-ffff") == ""
     finally:

@@ -85,8 +85,8 @@ class GpuLock:
 
     def _let_go(self) -> None:
         if self.fd is not None and self.held:
+            self.held = False  # before the unlock: whoever takes it next sees it let go here
             fcntl.flock(self.fd, fcntl.LOCK_UN)
-            self.held = False
 
     def close(self) -> None:
         self.release()

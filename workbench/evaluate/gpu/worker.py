@@ -259,14 +259,15 @@ class Worker:
     def next_profiler(self) -> ProfiledProcess | None:
         return self.spare_profilers.next_up()
 
-    def hold_gpu(self, uuid: str) -> str:
-        """The GPU's lock held until `release_gpu` (waiting for another worker's candidate on it); why
-        there is none, where so."""
-        lock = self.gpu_locks.get(uuid)
-        if lock is None:
-            lock = self.gpu_locks[uuid] = GpuLock(uuid)
-        lock.hold()
-        return lock.why
+    def hold_gpu(self, uuid: str = "") -> str:
+        """The GPU's lock (`uuid`'s, else each one this worker judged on before) held until `release_gpu`,
+        waiting for another worker's candidate on it; why there is none, where so."""
+        if uuid and uuid not in self.gpu_locks:
+            self.gpu_locks[uuid] = GpuLock(uuid)
+        locks = [self.gpu_locks[uuid]] if uuid else list(self.gpu_locks.values())
+        for lock in locks:
+            lock.hold()
+        return "; ".join(lock.why for lock in locks if lock.why)
 
     def release_gpu(self) -> None:
         """The GPU let go once the next ncu run's first range is over (it started with this candidate's
