@@ -62,7 +62,15 @@ RUNNER_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
     ({"cmd": "timing_end"}, None),
     ({"cmd": "start"}, None),
     (
-        {"type": "ready", "device": "cpu", "trace": "wall", "trace_note": None, "torch": "2", "pid": 1},
+        {
+            "type": "ready",
+            "device": "cpu",
+            "gpu_uuid": "",
+            "trace": "wall",
+            "trace_note": None,
+            "torch": "2",
+            "pid": 1,
+        },
         "ready",
     ),
     ({"ok": True, "exports": {}, "sandbox": False, "notes": [], "autotuned": None}, "load"),

@@ -318,6 +318,21 @@ def test_feedback_text_renders_every_tier() -> None:
     assert "cupti timestamps, 10 warm-up + 50 timed iterations, L2 flushed (256 MB)" in text
 
 
+def test_a_wait_for_another_workers_candidate_on_the_gpu_is_said_where_the_time_went() -> None:
+    from workbench.evaluate.render import time_line
+
+    result = full_result()
+    result.stages.build.duration_s, result.stages.static.duration_s = 0.02, 0.005
+    result.stages.correctness.duration_s, result.stages.timing.duration_s = 0.34, 0.81
+    result.stages.dynamic.duration_s = 1.65
+    result.phases_s = {"spawn": 0.0005, "runner_ready": 0.0001, "gpu_lock": 2.5, "load": 0.08, "begin": 2.6}
+    result.duration_s = 5.5
+    line = time_line(result)
+    assert line is not None and line.endswith(
+        "outside the stages: waiting for the GPU (another worker's candidate) 2.50 s, loading the candidate 0.08 s"
+    )
+
+
 def test_the_verdict_says_where_its_time_went_outside_the_stages() -> None:
     from rich.console import Console
 

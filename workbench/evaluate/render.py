@@ -61,6 +61,7 @@ _PHASES = {
     "queue": "waiting for the worker",
     "spawn": "starting the runner",
     "runner_ready": "runner ready",
+    "gpu_lock": "waiting for the GPU (another worker's candidate)",
     "judge_setup": "judge set-up",
     "baseline": "baseline",
     "load": "loading the candidate",

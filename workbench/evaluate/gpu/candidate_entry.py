@@ -53,6 +53,7 @@ def serve() -> int:
     ready: RunnerReady = {
         "type": "ready",
         "device": torch.cuda.get_device_name(0) if device != "cpu" else "cpu",
+        "gpu_uuid": f"GPU-{torch.cuda.get_device_properties(0).uuid}" if device != "cpu" else "",
         "trace": trace.method,
         "trace_note": trace_note,
         "torch": torch.__version__,

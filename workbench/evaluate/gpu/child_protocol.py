@@ -77,6 +77,7 @@ class RunnerReady(TypedDict):
 
     type: Literal["ready"]
     device: str
+    gpu_uuid: str  # the GPU's UUID ("" on the CPU): the worker's lock on it is named so
     trace: str
     trace_note: str | None
     torch: str

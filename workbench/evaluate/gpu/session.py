@@ -73,6 +73,8 @@ class WorkerServices(Protocol):
 
     def next_profiler(self) -> ProfiledProcess | None: ...
 
+    def hold_gpu(self, uuid: str = "") -> str: ...
+
 
 # How long a timing stage waits for an ncu run's first range to end (it takes ~1.3 s on the H200 once the
 # process has its context; a spare still importing takes its imports' remaining seconds more).
@@ -97,8 +99,9 @@ class PhaseClock:
         self._last = time.perf_counter()
 
     def mark(self, name: str) -> None:
+        """The time since the last mark, added to `name`'s (a phase may come in more than one piece)."""
         now = time.perf_counter()
-        self.phases[name] = round(now - self._last, 4)
+        self.phases[name] = round(self.phases.get(name, 0.0) + now - self._last, 4)
         self._last = now
 
 
@@ -162,6 +165,11 @@ class Session:
     def begin(self) -> dict[str, Any]:
         """Start the candidate's processes, set up the judge, load the candidate: the `begun` fields."""
         clock = PhaseClock()
+        if self.device != "cpu":
+            # The GPU this worker judged on before, held before the runner's take releases any spares
+            # (their contexts, the next ncu range); a first candidate's is held at its runner's hello.
+            self._note_lock(self.worker.hold_gpu())
+            clock.mark("gpu_lock")
         self._start_processes()
         clock.mark("spawn")
         try:
@@ -226,6 +234,15 @@ class Session:
         self.trace_method = hello["trace"]
         if hello["trace_note"]:
             self.notes.append(hello["trace_note"])
+        if hello["gpu_uuid"]:
+            # From here to the end nothing else judged on this GPU runs (gpu_lock.py); the wait is a phase.
+            self._note_lock(self.worker.hold_gpu(hello["gpu_uuid"]))
+            clock.mark("gpu_lock")
+
+    def _note_lock(self, why: str) -> None:
+        note = f"{why}: a candidate of another worker may be judged on it at once"
+        if why and note not in self.notes:
+            self.notes.append(note)
 
     def _judge_setup(self, clock: PhaseClock) -> None:
         """The judge gets the task; its time of the primary baseline sets the candidate's call limit."""

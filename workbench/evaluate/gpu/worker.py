@@ -42,6 +42,7 @@ from typing import IO, Any, cast
 
 from workbench.evaluate.gpu import sandbox
 from workbench.evaluate.gpu.child_protocol import JudgeCommand, encode_judge
+from workbench.evaluate.gpu.gpu_lock import GpuLock
 from workbench.evaluate.gpu.isolation import HOLD_ENV, Child
 from workbench.evaluate.gpu.ncu_metrics import listed_metrics
 from workbench.evaluate.gpu.profile import counter_metrics, ordinary_load_metrics
@@ -58,7 +59,7 @@ from workbench.evaluate.gpu.protocol import (
     decode_host,
     encode_host,
 )
-from workbench.evaluate.gpu.session import Session
+from workbench.evaluate.gpu.session import WARM_WAIT_S, Session
 from workbench.evaluate.gpu.spare_runners import SpareRunners
 from workbench.evaluate.gpu.stages import run_stage
 from workbench.evaluate.gpu.tool_process import ProfiledProcess, SanitizedProcess
@@ -133,6 +134,7 @@ class Worker:
         self._listed_metrics: dict[str, frozenset[str]] = {}  # target -> what this ncu lists for its chip
         # The last end after a reply, in seconds: a request that came meanwhile waited behind it.
         self.previous_end_s: float | None = None
+        self.gpu_locks: dict[str, GpuLock] = {}  # by GPU UUID, opened at the first candidate on it
 
     @property
     def can_profile(self) -> bool:
@@ -257,6 +259,23 @@ class Worker:
     def next_profiler(self) -> ProfiledProcess | None:
         return self.spare_profilers.next_up()
 
+    def hold_gpu(self, uuid: str = "") -> str:
+        """The GPU's lock (`uuid`'s, else each one this worker judged on before) held until `release_gpu`,
+        waiting for another worker's candidate on it; why there is none, where so."""
+        if uuid and uuid not in self.gpu_locks:
+            self.gpu_locks[uuid] = GpuLock(uuid)
+        locks = [self.gpu_locks[uuid]] if uuid else list(self.gpu_locks.values())
+        for lock in locks:
+            lock.hold()
+        return "; ".join(lock.why for lock in locks if lock.why)
+
+    def release_gpu(self) -> None:
+        """The GPU let go once the next ncu run's first range is over (it started with this candidate's
+        profiled call; another worker's sampling must not open beside it)."""
+        next_up = self.next_profiler()
+        for lock in self.gpu_locks.values():
+            lock.release_after(lambda: next_up is not None and next_up.warming(), WARM_WAIT_S)
+
     def reply(self, request: dict[str, Any], message: WorkerReply) -> None:
         if isinstance(request, dict) and "id" in request:
             message = cast(WorkerReply, {"id": request["id"], **message})
@@ -326,9 +345,12 @@ class Worker:
     def _end_session(self, warm: bool) -> None:
         session, self.session = self.session, None  # an end that fails is not tried again by each begin
         if session is not None:
-            session.end()
-            if warm:
-                self.warm_spare(session.device)
+            try:
+                session.end()
+                if warm:
+                    self.warm_spare(session.device)
+            finally:
+                self.release_gpu()  # after the spares' release: a range it starts keeps the lock too
 
     def _end_after_reply(self, warm: bool) -> None:
         """The session's end once its verdict is sent: the caller does not wait for its processes to be
@@ -393,6 +415,9 @@ class Worker:
         self.judges.clear()
         self.spare_profilers.close()
         self.spare_sanitizers.close()
+        for lock in self.gpu_locks.values():
+            lock.close()
+        self.gpu_locks.clear()
 
 
 def main() -> None:

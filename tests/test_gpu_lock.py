@@ -1,0 +1,175 @@
+"""The GPU lock: one candidate at a time on a GPU across workers, users and processes."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from workbench.evaluate.gpu.gpu_lock import LOCK_DIR_ENV, GpuLock
+from workbench.evaluate.gpu.worker import Worker
+
+UUID = "GPU-0a1b2c3d-0000-1111-2222-333344445555"
+
+# Another process takes the lock, says so, and holds it until its stdin closes.
+HOLDER = """
+import sys
+from pathlib import Path
+from workbench.evaluate.gpu.gpu_lock import GpuLock
+lock = GpuLock(sys.argv[1], Path(sys.argv[2]))
+lock.hold()
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def _holder(folder: Path) -> subprocess.Popen[str]:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, UUID, str(folder)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_a_gpu_held_by_another_process_is_waited_for_until_it_lets_go_or_ends(tmp_path: Path) -> None:
+    folder = tmp_path / "locks"
+    holder = _holder(folder)
+    lock = GpuLock(UUID, folder)
+    taken = threading.Event()
+    waiting = threading.Thread(target=lambda: (lock.hold(), taken.set()))
+    waiting.start()
+    assert not taken.wait(0.5)  # the other process holds it
+    assert holder.stdin is not None
+    holder.stdin.close()  # it ends without letting go: the kernel drops its lock
+    holder.wait()
+    assert taken.wait(10)
+    waiting.join()
+    assert lock.held and lock.why == ""
+    # While this one holds it, another process waits; once it is released, that one takes it.
+    again = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, UUID, str(folder)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert again.stdout is not None
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(again.stdout.readline() if again.stdout else ""))
+    reader.start()
+    reader.join(0.5)
+    assert got == []
+    lock.release()
+    reader.join(10)
+    assert got == ["held\n"]
+    assert again.stdin is not None
+    again.stdin.close()
+    again.wait()
+    lock.close()
+
+
+def test_the_locks_folder_is_shared_by_every_user_and_a_link_or_a_closed_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "locks"
+    GpuLock(UUID, folder).close()
+    assert stat.S_IMODE(os.lstat(folder).st_mode) == 0o1777  # sticky, open to every user
+    assert (folder / f"{UUID}.lock").is_file()
+    # A link left where the lock file goes is not followed: no lock, and why.
+    linked = tmp_path / "linked"
+    linked.mkdir(mode=0o700)
+    os.chmod(linked, 0o1777)
+    (linked / f"{UUID}.lock").symlink_to(tmp_path / "elsewhere")
+    lock = GpuLock(UUID, linked)
+    assert lock.fd is None and "could not be opened" in lock.why
+    assert lock.hold() == 0.0 and not lock.held
+    assert not (tmp_path / "elsewhere").exists()
+    # A folder others may not use is not taken for the shared one.
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    assert "not 1777" in GpuLock(UUID, private).why
+    (tmp_path / "folder_link").symlink_to(folder)
+    assert "not a folder" in GpuLock(UUID, tmp_path / "folder_link").why
+
+
+def test_a_worker_holds_its_candidates_gpu_from_begin_to_end_and_drops_it_when_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
+    first, second = Worker(io.StringIO()), Worker(io.StringIO())
+    try:
+        assert first.hold_gpu(UUID) == ""
+        taken = threading.Event()
+        waiting = threading.Thread(target=lambda: (second.hold_gpu(UUID), taken.set()))
+        waiting.start()
+        assert not taken.wait(0.5)  # the other worker's candidate waits for this one's end
+        first.release_gpu()
+        assert taken.wait(10)
+        waiting.join()
+        second.release_gpu()
+        # Without a UUID, a worker holds the GPUs it judged on before (at a candidate's begin, before its
+        # runner's hello names the GPU): the other worker waits again.
+        assert first.hold_gpu() == ""
+        taken.clear()
+        waiting = threading.Thread(target=lambda: (second.hold_gpu(UUID), taken.set()))
+        waiting.start()
+        assert not taken.wait(0.5)
+        first.release_gpu()
+        assert taken.wait(10)
+        waiting.join()
+        # Another GPU is another lock: not waited for.
+        assert first.hold_gpu("GPU-ffff") == ""
+    finally:
+        second.close()
+        first.close()
+    assert first.gpu_locks == {} and second.gpu_locks == {}
+
+
+def test_a_release_waits_for_the_workers_own_range_and_a_hold_meanwhile_keeps_the_lock(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "locks"
+    lock, other = GpuLock(UUID, folder), GpuLock(UUID, folder)
+    try:
+        lock.hold()
+        ranging = threading.Event()
+        ranging.set()  # this worker's next ncu run's first range is in flight
+        lock.release_after(ranging.is_set, 30)
+        taken = threading.Event()
+        waiting = threading.Thread(target=lambda: (other.hold(), taken.set()))
+        waiting.start()
+        assert not taken.wait(0.5)  # another worker waits while the range runs
+        ranging.clear()
+        assert taken.wait(10)  # then it gets the GPU
+        waiting.join()
+        assert not lock.held
+        other.release()
+        # A hold before the range ends keeps the lock: the pending release lets go no more.
+        lock.hold()
+        ranging.set()
+        lock.release_after(ranging.is_set, 30)
+        lock.hold()  # this worker's next candidate came first
+        ranging.clear()
+        taken.clear()
+        waiting = threading.Thread(target=lambda: (other.hold(), taken.set()))
+        waiting.start()
+        assert not taken.wait(0.5) and lock.held
+        lock.release()
+        assert taken.wait(10)
+        waiting.join()
+        # A range that never ends is given up on after the limit.
+        other.release()
+        lock.hold()
+        lock.release_after(lambda: True, 0.2)
+        assert other.hold() < 10 and other.held
+    finally:
+        lock.close()
+        other.close()
