@@ -50,17 +50,15 @@ class GpuLock:
         except OSError as exc:
             self.why = f"GPU {uuid}'s lock could not be opened in {folder} ({exc.strerror or exc})"
 
-    def hold(self) -> float:
-        """Take the lock, waiting for another worker's candidate to end: the seconds waited (0 without
-        a lock, where `why` says so, or where it is still held, a release pending)."""
+    def hold(self) -> None:
+        """Take the lock, waiting for another worker's candidate to end (the session times the wait); at
+        once without a lock (`why` says why) or where it is still held, a release pending."""
         with self.state:
             self.draining += 1  # a pending release, if any, lets go no more
             if self.fd is None or self.held:
-                return 0.0
-        started = time.perf_counter()
+                return
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         self.held = True
-        return time.perf_counter() - started
 
     def release(self) -> None:
         with self.state:
