@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
 
+from workbench.evaluate.gpu.device_uuid import device_ordinal, format_uuid, gpu_uuid
 from workbench.evaluate.gpu.gpu_lock import LOCK_DIR_ENV, GpuLock
 from workbench.evaluate.gpu.worker import Worker
 
@@ -177,3 +180,14 @@ def test_a_release_waits_for_the_workers_own_range_and_a_hold_meanwhile_keeps_th
     finally:
         lock.close()
         other.close()
+
+
+def test_a_device_is_named_as_the_runners_hello_names_its_gpu() -> None:
+    raw = bytes(range(0x10, 0x20))
+    assert format_uuid(raw) == f"GPU-{uuid.UUID(bytes=raw)}"
+    assert [device_ordinal(d) for d in ("cuda", "cuda:3", "cpu", "cuda:x")] == [0, 3, None, None]
+    assert gpu_uuid("cpu") == ("", "cpu is not a CUDA device")
+    # Without a driver (CI) the lock waits for the runner's hello, and why is said; with one, it names it.
+    named, why = gpu_uuid("cuda")
+    assert bool(named) != bool(why)
+    assert why or re.fullmatch(r"GPU-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", named)

@@ -73,6 +73,8 @@ class WorkerServices(Protocol):
 
     def next_profiler(self) -> ProfiledProcess | None: ...
 
+    def gpu_uuid(self, device: str) -> str: ...
+
     def hold_gpu(self, uuid: str = "") -> str: ...
 
 
@@ -166,9 +168,10 @@ class Session:
         """Start the candidate's processes, set up the judge, load the candidate: the `begun` fields."""
         clock = PhaseClock()
         if self.device != "cpu":
-            # The GPU this worker judged on before, held before the runner's take releases any spares
-            # (their contexts, the next ncu range); a first candidate's is held at its runner's hello.
-            self._note_lock(self.worker.hold_gpu())
+            # Held before the runner's take releases any spares (their contexts, the next ncu range) and
+            # before a fresh worker's first processes make theirs; by the GPUs judged on before where the
+            # driver could not name this one (the runner's hello names it then).
+            self._note_lock(self.worker.hold_gpu(self.worker.gpu_uuid(self.device)))
             clock.mark("gpu_lock")
         self._start_processes()
         clock.mark("spawn")

@@ -42,6 +42,7 @@ from typing import IO, Any, cast
 
 from workbench.evaluate.gpu import sandbox
 from workbench.evaluate.gpu.child_protocol import JudgeCommand, encode_judge
+from workbench.evaluate.gpu.device_uuid import gpu_uuid
 from workbench.evaluate.gpu.gpu_lock import GpuLock
 from workbench.evaluate.gpu.isolation import HOLD_ENV, Child
 from workbench.evaluate.gpu.ncu_metrics import listed_metrics
@@ -135,6 +136,7 @@ class Worker:
         # The last end after a reply, in seconds: a request that came meanwhile waited behind it.
         self.previous_end_s: float | None = None
         self.gpu_locks: dict[str, GpuLock] = {}  # by GPU UUID, opened at the first candidate on it
+        self.gpu_uuids: dict[str, str] = {}  # device name -> its GPU's UUID ("": the driver did not say)
 
     @property
     def can_profile(self) -> bool:
@@ -258,6 +260,16 @@ class Worker:
 
     def next_profiler(self) -> ProfiledProcess | None:
         return self.spare_profilers.next_up()
+
+    def gpu_uuid(self, device: str) -> str:
+        """The UUID of `device`'s GPU, asked of the driver once (device_uuid.py); "" where it cannot say,
+        and why is printed to the worker's log."""
+        if device not in self.gpu_uuids:
+            uuid, why = gpu_uuid(device)
+            if why:
+                print(f"the GPU's lock waits for the runner's hello: {why}", file=sys.stderr, flush=True)
+            self.gpu_uuids[device] = uuid
+        return self.gpu_uuids[device]
 
     def hold_gpu(self, uuid: str = "") -> str:
         """The GPU's lock (`uuid`'s, else each one this worker judged on before) held until `release_gpu`,
