@@ -68,6 +68,7 @@ def measured(stages: dict[str, Any], phases: dict[str, float] | None, wall_s: fl
         "timing_parts_s": (stages.get("timing") or {}).get("parts_s"),
         "profiler_prepared": (stages.get("dynamic") or {}).get("profiler_prepared"),
         "profiler_warmed": (stages.get("dynamic") or {}).get("profiler_warmed"),
+        "profiler_first_range_s": (stages.get("dynamic") or {}).get("profiler_first_range_s"),
         # ncu's own time from the go signal to its exit: the rest of the dynamic tier is the worker's.
         "ncu_after_go_s": (stages.get("dynamic") or {}).get("ncu_s"),
         "phases_s": phases or {},

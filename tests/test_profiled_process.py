@@ -355,6 +355,9 @@ def test_the_next_ncu_run_in_line_warms_when_released_and_a_timing_stage_can_wai
         assert first.warm_asked and not second.warm_asked and worker.next_profiler() is first
         assert first.warming()
         assert await_warm([first, second], 20) and first.warmed() and first.warm_ran() and not first.warming()
+        # At least the range's own seconds (the stand-in's 0.2 s; file times are a tick coarser).
+        assert (first.first_range_s() or 0) >= 0.19
+        assert second.first_range_s() is None  # not asked
         taken = worker.take_profiler("hopper")
         assert taken is first and worker.next_profiler() is second
         taken.close()

@@ -158,6 +158,11 @@ class DynamicStage(StageBase):
         description="whether ncu's first range ran in the profiled process before its candidate came "
         "(False: ncu's one-time set-up was in the stage's time)",
     )
+    profiler_first_range_s: float | None = Field(
+        default=None,
+        description="seconds that first range took, from its ask (or the process's context, if later) to "
+        "its end: what a timing stage beside it may wait for (`parts_s['profiler_warm']`)",
+    )
     ncu_s: float | None = Field(
         default=None, description="seconds from the go signal to ncu's exit: the profiled call under ncu"
     )

@@ -28,6 +28,7 @@ def run_dynamic(session: Session) -> StageRecord:
     assert profiler is not None
     base["profiler_prepared"] = profiler.prepared()  # False: ncu's wait below held the child's set-up
     base["profiler_warmed"] = profiler.warmed()  # True: ncu's first range ran before the candidate came
+    base["profiler_first_range_s"] = profiler.first_range_s()
     profiler.go(session.autotuned)
     started = time.perf_counter()
     limit_s = session.limits.dynamic_s

@@ -198,6 +198,7 @@ class ProfiledProcess(ToolProcess):
         self.source_counters = source_counters
         self._pages: tuple[str, str] | None = None
         self.warm_asked = False
+        self.warm_asked_at = 0.0  # wall time (the files' clock) of the ask
         super().__init__(
             lambda app, log: ncu_command(
                 ncu,
@@ -216,11 +217,24 @@ class ProfiledProcess(ToolProcess):
         """The child may run ncu's first range now, before its candidate (`candidate_entry`): only while
         nothing is timed or profiled, and only before `submit`."""
         if not self.warm_asked and not self.submitted:
+            self.warm_asked_at = time.time()
             (self.workdir / "warm").touch()
             self.warm_asked = True
 
     def warmed(self) -> bool:
         return (self.workdir / "warmed").exists()
+
+    def first_range_s(self) -> float | None:
+        """Seconds ncu's first range took before the candidate came, from its ask or the child's context,
+        whichever was later, to its end (the files' times); None where it did not run through."""
+        if not self.warm_ran():
+            return None
+        try:
+            ended = (self.workdir / "warmed").stat().st_mtime
+            began = max(self.warm_asked_at, (self.workdir / "ready").stat().st_mtime)
+        except OSError:
+            return None
+        return round(max(0.0, ended - began), 3)
 
     def warm_ran(self) -> bool:
         """Its warm range ran through: its kernel's launch leads the report."""
