@@ -11,13 +11,16 @@ dynamic, the floor nothing can go below):
 4. a sweep's evaluations per GPU-hour with cold builds: `--sweep N` distinct sources through one
    evaluation pool (builds on the CPU cores while the GPU judges), through the service; over the whole
    wall time, and from the first verdict to the last (without the wait for the first cold build, which
-   a sweep pays once however long it is).
+   a sweep pays once however long it is). `--build-slots N [N ...]` runs one sweep per count of builds
+   at once, side by side (all cores by default): how the CPU shared between builds and the worker's
+   own processes moves the first verdict and the rate.
 Each figure's speedup against cuBLAS is recorded too, so a move in an honest speedup shows. Last, ncu's
 seconds after the go in evaluations whose ncu run was warmed (its first profiled range run before the
 candidate came) against those whose was not (each row says which; a one-shot's own fresh worker is
 expected to have had no time to warm): the warm range's saving.
 
-`python benchmarks/latency.py OUT.json [--rounds R] [--sweep N] [--only PART ...] [--service-only]` (PART:
+`python benchmarks/latency.py OUT.json [--rounds R] [--sweep N] [--build-slots N ...] [--only PART ...]
+[--service-only]` (PART:
 one_shot, back_to_back, sweep, author; all by default; `--service-only` leaves out the own-worker figures).
 Figure 3 watches the file with watchfiles, which a bare GPU host lacks: add its wheels to the worker's
 (`device-wheels watchfiles==1.3.0 anyio==4.16.0 idna==3.20 sniffio==1.3.1`, the core lock's versions).
@@ -163,11 +166,11 @@ async def author_saves(rounds: int, folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
-async def sweep(count: int, cache: Path) -> dict[str, Any]:
+async def sweep(count: int, cache: Path, slots: int | None) -> dict[str, Any]:
     from workbench.bench.pools import EvaluationPool
     from workbench.evaluate.request import EvalRequest
 
-    pool = EvaluationPool(["local"], cache)
+    pool = EvaluationPool(["local"], cache, cpus=slots)
     source = REFERENCE.read_text()
     try:
         await pool.evaluate(EvalRequest(task=TASK, target="hopper", source=source))  # warm, not counted
@@ -190,6 +193,7 @@ async def sweep(count: int, cache: Path) -> dict[str, Any]:
     steady = (count - 1) * 3600 / (verdicts[-1] - verdicts[0]) if count > 1 else None
     return {
         "evaluations": count,
+        "build_slots": pool.cpus,
         "wall_s": round(wall, 3),
         "per_gpu_hour": round(count * 3600 / wall, 1),
         "first_verdict_s": round(verdicts[0], 3),
@@ -253,6 +257,9 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sweep", type=int, default=12)
+    parser.add_argument(
+        "--build-slots", type=int, nargs="+", default=[None], help="builds at once, per sweep"
+    )
     parser.add_argument("--only", nargs="+", choices=PARTS, default=PARTS, help="the figures to measure")
     parser.add_argument(
         "--service-only",
@@ -303,7 +310,8 @@ def main() -> None:
                 ("back to back beyond build, warm service", "beyond_build_s"),
             )
         if "sweep" in args.only:
-            sweep_figure(args.sweep, cache, report, record)
+            for slots in args.build_slots:
+                sweep_figure(args.sweep, cache, slots, report, record)
         if "author" in args.only:
             author = asyncio.run(author_saves(args.rounds, scratch))
             record(
@@ -318,11 +326,15 @@ def main() -> None:
                        env=env, check=False, capture_output=True)  # fmt: skip
 
 
-def sweep_figure(count: int, cache: Path, report: dict[str, Any], record: Callable[..., None]) -> None:
-    """The sweep's figure: evaluations per GPU-hour over the wall, from the first verdict on, and the floor."""
-    swept = asyncio.run(sweep(count, cache))
+def sweep_figure(
+    count: int, cache: Path, slots: int | None, report: dict[str, Any], record: Callable[..., None]
+) -> None:
+    """The sweep's figure: evaluations per GPU-hour over the wall, from the first verdict on, and the floor;
+    a second count of build slots is kept beside the first (`sweep_<slots>`)."""
+    swept = asyncio.run(sweep(count, cache, slots))
     keys = (
         "evaluations",
+        "build_slots",
         "wall_s",
         "per_gpu_hour",
         "first_verdict_s",
@@ -331,8 +343,9 @@ def sweep_figure(count: int, cache: Path, report: dict[str, Any], record: Callab
     )
     line = {k: swept[k] for k in keys}
     print(json.dumps({"figure": "sweep, cold builds, service", **line}), flush=True)
-    report["sweep"] = line
-    record("sweep", swept["rows"])
+    name = "sweep" if "sweep" not in report else f"sweep_{swept['build_slots']}"
+    report[name] = line
+    record(name, swept["rows"])
 
 
 if __name__ == "__main__":
