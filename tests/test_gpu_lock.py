@@ -5,9 +5,11 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from pathlib import Path
@@ -191,3 +193,66 @@ def test_a_device_is_named_as_the_runners_hello_names_its_gpu() -> None:
     named, why = gpu_uuid("cuda")
     assert bool(named) != bool(why)
     assert why or re.fullmatch(r"GPU-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", named)
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # one a second user may run (the project's may sit in root's home)
+
+# The second user's side, with the syscalls GpuLock makes: opens (making it if absent) and flocks the file,
+# says so, holds it until stdin closes; with "try", only says whether it could take it now.
+OTHER_USER = """
+import fcntl, os, sys
+path, mode = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+try:
+    fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if mode == "try" else 0))
+except BlockingIOError:
+    print("busy", flush=True)
+    sys.exit()
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK), reason="needs root to act as a second user"
+)
+def test_two_users_share_one_gpus_lock_whoever_made_its_file() -> None:
+    scratch = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        scratch.chmod(0o755)
+        folder = scratch / "locks"
+        GpuLock("GPU-other", folder).close()  # the folder is this user's, shared (1777)
+        path = folder / f"{UUID}.lock"
+
+        def as_nobody(mode: str) -> subprocess.Popen[str]:
+            return subprocess.Popen(
+                [SYSTEM_PYTHON, "-c", OTHER_USER, str(path), mode], user=65534, group=65534, cwd="/",
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+
+        other = as_nobody("hold")  # the other user's candidate came first: its file, its lock
+        assert other.stdout is not None and other.stdout.readline() == "held\n"
+        assert os.stat(path).st_uid == 65534
+        # Opened though another user made it (an O_CREAT open is refused there under fs.protected_regular).
+        lock = GpuLock(UUID, folder)
+        assert lock.fd is not None and lock.why == ""
+        taken = threading.Event()
+        waiting = threading.Thread(target=lambda: (lock.hold(), taken.set()))
+        waiting.start()
+        assert not taken.wait(0.5)  # the other user's candidate is judged: this one waits
+        assert other.stdin is not None
+        other.stdin.close()
+        other.wait()
+        assert taken.wait(10)
+        waiting.join()
+        trying = as_nobody("try")
+        assert trying.communicate(timeout=30)[0] == "busy\n"  # and now the other user waits for this one
+        lock.release()
+        again = as_nobody("hold")
+        assert again.stdout is not None and again.stdout.readline() == "held\n"
+        assert again.stdin is not None
+        again.stdin.close()
+        again.wait()
+        lock.close()
+    finally:
+        shutil.rmtree(scratch)

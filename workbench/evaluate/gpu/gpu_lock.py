@@ -43,10 +43,7 @@ class GpuLock:
         name = re.sub(r"[^A-Za-z0-9-]+", "+", uuid).strip("+")[:80]
         try:
             _shared_folder(folder)
-            # Read-only is enough for flock; O_NOFOLLOW: a link another user left in its place is refused.
-            self.fd = os.open(
-                folder / f"{name}.lock", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
-            )
+            self.fd = _open_lock_file(folder / f"{name}.lock")
         except OSError as exc:
             self.why = f"GPU {uuid}'s lock could not be opened in {folder} ({exc.strerror or exc})"
 
@@ -91,6 +88,23 @@ class GpuLock:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def _open_lock_file(path: Path) -> int:
+    """The lock file, read-only (enough for flock); O_NOFOLLOW: a link another user left in its place is
+    refused. Opened without O_CREAT where it exists: with `fs.protected_regular` (systemd's default), an
+    O_CREAT open of another user's file in a sticky folder is refused even when the file exists, so the
+    second user on a GPU would judge without its lock. Made with O_EXCL where absent, opened again if
+    another process made it first."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError:
+        pass
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return os.open(path, flags)  # made between the two opens: open it as it is
 
 
 def _shared_folder(folder: Path) -> None:
