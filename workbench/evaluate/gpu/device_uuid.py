@@ -16,10 +16,12 @@ import ctypes
 
 def device_ordinal(device: str) -> int | None:
     """The CUDA ordinal `device` ("cuda", "cuda:N") names, or None for another device."""
-    name, _, index = device.partition(":")
+    name, colon, index = device.partition(":")
     if name != "cuda":
         return None
-    return int(index) if index.isdigit() else 0 if not index else None
+    if not colon:
+        return 0
+    return int(index) if index.isdigit() else None
 
 
 def format_uuid(raw: bytes) -> str:
