@@ -34,13 +34,18 @@ sys.stdin.read()
 """
 
 
-def _holder(folder: Path) -> subprocess.Popen[str]:
-    holder = subprocess.Popen(
+def _start_holder(folder: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [sys.executable, "-c", HOLDER, UUID, str(folder)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+def _holder(folder: Path) -> subprocess.Popen[str]:
+    """A holder that has taken the lock."""
+    holder = _start_holder(folder)
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"
     return holder
 
@@ -60,12 +65,7 @@ def test_a_gpu_held_by_another_process_is_waited_for_until_it_lets_go_or_ends(tm
     waiting.join()
     assert lock.held and lock.why == ""
     # While this one holds it, another process waits; once it is released, that one takes it.
-    again = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, UUID, str(folder)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    again = _start_holder(folder)
     assert again.stdout is not None
     got: list[str] = []
     reader = threading.Thread(target=lambda: got.append(again.stdout.readline() if again.stdout else ""))

@@ -140,4 +140,4 @@ def test_a_fresh_workers_first_candidate_makes_no_context_while_another_holds_th
     assert seen_after, "no process of the worker was ever seen with the GPU open"
     result = outcome[0]
     assert result.status == Status.passed, result.message
-    assert (result.phases_s or {}).get("gpu_lock", 0) >= HELD_S
+    assert result.phases_s.get("gpu_lock", 0) >= HELD_S
