@@ -20,6 +20,11 @@ needs the same performance monitors as ncu. This probe answers, for each kind of
 - `ncu`: with another process's profiled call (the current candidate's dynamic tier) running while
   the warm range runs: whether either fails or waits for the other, and the profiled kernel's GPU time
   against the same call profiled alone (`kind` none, `alone`).
+- `open`: with the judge's PM-sampling set-up (`CallCounters`: CUPTI's enable and configure, no sample
+  started) made in another process while the warm range runs, as the timing stage would if it did not
+  wait for the range: whether the range still ends and how long it and the set-up take, and, once the
+  range is over, whether counted GEMM calls are counted alike to those of a set-up made alone
+  (`open_alone`: the same process and calls, the spare not warmed).
 
 One JSON line per run. `python benchmarks/ncu_warm_overlap_probe.py [--repeats 2] [--only KIND ...]`
 on the GPU host, with cupti-python installed.
@@ -86,6 +91,42 @@ counters = CallCounters(0)
 calls = []
 open(os.path.join(folder, "timing"), "w").close()
 while not os.path.exists(os.path.join(folder, "stop")) and len(calls) < 5000:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    counters.start()
+    time.sleep(0.0002)
+    began, began_ns = time.time(), time.time_ns()
+    start.record(); torch.matmul(a, b, out=c); end.record(); torch.cuda.synchronize()
+    ended, ended_ns = time.time(), time.time_ns()
+    counts = counters.stop(began_ns, ended_ns)
+    calls.append({"began": began, "ended": ended, "ms": start.elapsed_time(end),
+                  "tensor_cycles": counts.get("tensor_cycles"), "why": counters.why})
+counters.close()
+open(os.path.join(folder, "calls.json"), "w").write(json.dumps(calls))
+"""
+
+# The judge's set-up of the sampling on the `open` file, then (on `count`) counted calls as the timing loop's.
+OPENER = r"""
+import json, os, sys, time, torch
+from workbench.evaluate.gpu.call_counters import CallCounters
+folder = sys.argv[1]
+def wait(name):
+    while not os.path.exists(os.path.join(folder, name)):
+        time.sleep(0.001)
+a = torch.randn(8192, 5120, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(5120, 7168, device="cuda", dtype=torch.bfloat16)
+c = torch.empty(8192, 7168, device="cuda", dtype=torch.bfloat16)
+for _ in range(5):
+    torch.matmul(a, b, out=c)
+torch.cuda.synchronize()
+open(os.path.join(folder, "opener_ready"), "w").close()
+wait("open"); began = time.time()
+counters = CallCounters(0)
+ended = time.time()
+open(os.path.join(folder, "opened.partial"), "w").write(json.dumps({"began": began, "ended": ended, "why": counters.why}))
+os.replace(os.path.join(folder, "opened.partial"), os.path.join(folder, "opened"))
+wait("count")
+calls = []
+for _ in range(20):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     counters.start()
     time.sleep(0.0002)
@@ -242,15 +283,66 @@ def run(ncu: str, kind: str, overlap: str) -> dict:
             timed.kill()
 
 
+def run_open(ncu: str, beside_range: bool) -> dict:
+    """The judge's sampling set-up made while the spare's warm range runs (`beside_range`), else alone;
+    then, once the range is over, counted calls."""
+    result: dict = {"kind": "kernel", "overlap": "open" if beside_range else "open_alone"}
+    spare = Profiled(ncu, "kernel")
+    errors = (spare.folder / "opener.err").open("w")  # a file: a full pipe would stall it
+    opener = subprocess.Popen([sys.executable, "-c", OPENER, str(spare.folder)], stderr=errors)
+    try:
+        if not (_wait(spare.folder / "ready", 120) and _wait(spare.folder / "opener_ready", 120)):
+            return {**result, "error": "the spare or the opener did not get ready"}
+        if beside_range:
+            spare.signal("warm")
+        spare.signal("open")
+        opened = _wait(spare.folder / "opened", 60)
+        warmed = _wait(spare.folder / "warmed", 20) if beside_range else True
+        if not opened:
+            return {**result, "error": "the sampling's set-up did not end", "warmed": warmed}
+        marks = json.loads((spare.folder / "opened").read_text())
+        result["open_s"] = round(marks["ended"] - marks["began"], 3)
+        result["open_why"] = marks["why"]
+        if not warmed:
+            return {**result, "error": "the warm range did not end beside the set-up"}
+        spare.signal("count")
+        opener.wait(60)
+        calls_file = spare.folder / "calls.json"
+        if not calls_file.exists():
+            return {**result, "error": (spare.folder / "opener.err").read_text(errors="replace")[-400:]}
+        calls = json.loads(calls_file.read_text())
+        result["calls"] = _summary(calls, [])["outside"]
+        result["spare"] = spare.finish() if beside_range else None
+        if beside_range and result["spare"].get("warm_span"):
+            span = result["spare"]["warm_span"]
+            result["open_inside_range_s"] = round(
+                max(0.0, min(marks["ended"], span[1]) - max(marks["began"], span[0])), 3
+            )
+        return result
+    finally:
+        spare.kill()
+        if opener.poll() is None:
+            opener.kill()
+        errors.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--only", nargs="*", help="warm kinds to run: none, kernel, skipped, empty")
+    parser.add_argument(
+        "--open", action="store_true", help="only the sampling's set-up beside the warm range, and alone"
+    )
     args = parser.parse_args()
     ncu = find_tool_path("ncu")
     if ncu is None:
         print("ncu is not installed on this host", file=sys.stderr)
         return 1
+    if args.open:
+        for _ in range(args.repeats):
+            for beside_range in (True, False):
+                print(json.dumps(run_open(ncu, beside_range)), flush=True)
+        return 0
     kinds = [kind for kind in ("none", "kernel", "skipped", "empty") if not args.only or kind in args.only]
     for _ in range(args.repeats):
         for kind in kinds:
