@@ -167,10 +167,11 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
         rounds.rounds = 1
         window_s = window_for(rounds.first_ms)
         opening_counters: CountersOpenCommand = {"cmd": "counters_open", "window_s": window_s}
-        # An ncu first range still in flight (back to back, the next candidate's, asked at this one's
-        # begin: about 1.5 s) may run beside the warm-up, which is not timed, as it does beside the
-        # correctness trials; not beside the sampling, which needs the same monitors (a range beside a
-        # PM-sampled loop never ended, f151dbe). So the set-up waits for it, after the warm-up.
+        # An ncu first range still in flight (back to back, this candidate's, asked at the last one's
+        # profiled call: about 1.5 s) may run beside the warm-up, which is not timed, as it does beside
+        # the correctness trials; not beside the sampling, which needs the same monitors (a range beside
+        # a PM-sampled loop never ended, f151dbe), nor beside its set-up (CUPTI's configure then fails
+        # with ERROR_HARDWARE_BUSY, fa2679d's probe). So the set-up waits for it, after the warm-up.
         opening = None if session.profiler_warming() else session.ask_judge_beside(opening_counters)
         try:
             per_round = rounds.warm_up(warmup)
