@@ -330,7 +330,8 @@ def sweep_figure(
     count: int, cache: Path, slots: int | None, report: dict[str, Any], record: Callable[..., None]
 ) -> None:
     """The sweep's figure: evaluations per GPU-hour over the wall, from the first verdict on, and the floor;
-    a second count of build slots is kept beside the first (`sweep_<slots>`)."""
+    every later sweep is kept beside the first (`sweep_<slots>`, then `sweep_<slots>_2` for the same count
+    again)."""
     swept = asyncio.run(sweep(count, cache, slots))
     keys = (
         "evaluations",
@@ -343,7 +344,13 @@ def sweep_figure(
     )
     line = {k: swept[k] for k in keys}
     print(json.dumps({"figure": "sweep, cold builds, service", **line}), flush=True)
-    name = "sweep" if "sweep" not in report else f"sweep_{swept['build_slots']}"
+    name = "sweep"
+    if name in report:
+        base = name = f"sweep_{swept['build_slots']}"
+        again = 1
+        while name in report:
+            again += 1
+            name = f"{base}_{again}"
     report[name] = line
     record(name, swept["rows"])
 
