@@ -76,8 +76,8 @@ open(os.path.join(folder, "marks.json"), "w").write(json.dumps(marks))
 os._exit(0)
 """
 
-# The timing loop: the judge's way of counting a call, around the same GEMM, until the `stop` file.
-TIMED = r"""
+# The counting processes' common part: the GEMM, the judge's way of counting one call of it, and the end.
+COUNTING = r"""
 import json, os, sys, time, torch
 from workbench.evaluate.gpu.call_counters import CallCounters
 folder = sys.argv[1]
@@ -87,10 +87,7 @@ c = torch.empty(8192, 7168, device="cuda", dtype=torch.bfloat16)
 for _ in range(5):
     torch.matmul(a, b, out=c)
 torch.cuda.synchronize()
-counters = CallCounters(0)
-calls = []
-open(os.path.join(folder, "timing"), "w").close()
-while not os.path.exists(os.path.join(folder, "stop")) and len(calls) < 5000:
+def counted_call(counters):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     counters.start()
     time.sleep(0.0002)
@@ -98,26 +95,33 @@ while not os.path.exists(os.path.join(folder, "stop")) and len(calls) < 5000:
     start.record(); torch.matmul(a, b, out=c); end.record(); torch.cuda.synchronize()
     ended, ended_ns = time.time(), time.time_ns()
     counts = counters.stop(began_ns, ended_ns)
-    calls.append({"began": began, "ended": ended, "ms": start.elapsed_time(end),
-                  "tensor_cycles": counts.get("tensor_cycles"), "why": counters.why})
-counters.close()
-open(os.path.join(folder, "calls.json"), "w").write(json.dumps(calls))
+    return {"began": began, "ended": ended, "ms": start.elapsed_time(end),
+            "tensor_cycles": counts.get("tensor_cycles"), "why": counters.why}
+def finish(counters, calls):
+    counters.close()
+    open(os.path.join(folder, "calls.json"), "w").write(json.dumps(calls))
 """
 
+# The timing loop: counted calls of the same GEMM until the `stop` file.
+TIMED = (
+    COUNTING
+    + r"""
+counters = CallCounters(0)
+calls = []
+open(os.path.join(folder, "timing"), "w").close()
+while not os.path.exists(os.path.join(folder, "stop")) and len(calls) < 5000:
+    calls.append(counted_call(counters))
+finish(counters, calls)
+"""
+)
+
 # The judge's set-up of the sampling on the `open` file, then (on `count`) counted calls as the timing loop's.
-OPENER = r"""
-import json, os, sys, time, torch
-from workbench.evaluate.gpu.call_counters import CallCounters
-folder = sys.argv[1]
+OPENER = (
+    COUNTING
+    + r"""
 def wait(name):
     while not os.path.exists(os.path.join(folder, name)):
         time.sleep(0.001)
-a = torch.randn(8192, 5120, device="cuda", dtype=torch.bfloat16)
-b = torch.randn(5120, 7168, device="cuda", dtype=torch.bfloat16)
-c = torch.empty(8192, 7168, device="cuda", dtype=torch.bfloat16)
-for _ in range(5):
-    torch.matmul(a, b, out=c)
-torch.cuda.synchronize()
 open(os.path.join(folder, "opener_ready"), "w").close()
 wait("open"); began = time.time()
 counters = CallCounters(0)
@@ -125,20 +129,9 @@ ended = time.time()
 open(os.path.join(folder, "opened.partial"), "w").write(json.dumps({"began": began, "ended": ended, "why": counters.why}))
 os.replace(os.path.join(folder, "opened.partial"), os.path.join(folder, "opened"))
 wait("count")
-calls = []
-for _ in range(20):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    counters.start()
-    time.sleep(0.0002)
-    began, began_ns = time.time(), time.time_ns()
-    start.record(); torch.matmul(a, b, out=c); end.record(); torch.cuda.synchronize()
-    ended, ended_ns = time.time(), time.time_ns()
-    counts = counters.stop(began_ns, ended_ns)
-    calls.append({"began": began, "ended": ended, "ms": start.elapsed_time(end),
-                  "tensor_cycles": counts.get("tensor_cycles"), "why": counters.why})
-counters.close()
-open(os.path.join(folder, "calls.json"), "w").write(json.dumps(calls))
+finish(counters, [counted_call(counters) for _ in range(20)])
 """
+)
 
 
 def _wait(path: Path, timeout_s: float) -> bool:
