@@ -48,6 +48,11 @@ def test_dlopen_kernel_is_banned_but_its_comment_is_not() -> None:
         ("#include <cublasLt.h>\n", [(1, "cublas")]),
         ("#include <thrust/sort.h>\n", [(1, "cub_thrust")]),
         ("#include <torch/extension.h>\n", [(1, "include_not_allowed")]),
+        # The toolkit's own headers that reach the profiler, fatbinary registration or runtime compilation.
+        ("#include <cupti.h>\n", [(1, "include_not_allowed")]),
+        ("#include <nvperf_host.h>\n", [(1, "include_not_allowed")]),
+        ("#include <nvvm.h>\n", [(1, "include_not_allowed")]),
+        ("#include <crt/host_runtime.h>\n", [(1, "include_not_allowed")]),
         ('#include "my_helpers.cuh"\n', [(1, "include_not_allowed")]),
         ("#include HEADER_MACRO\n", [(1, "include_not_allowed")]),
         ("  #  include_next <cuda.h>\n", [(1, "include_not_allowed")]),
@@ -73,6 +78,10 @@ def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
         "#include <tvm/ffi/function.h>\n#include <dlpack/dlpack.h>\n#include <vector>\n#include <stdint.h>\n",
         "#include <mma.h>\n#include <cudaTypedefs.h>\n#include <cstdio>\n",
         "#include <crt/host_defines.h>\n#include <texture_fetch_functions.h>\n#include <curand_kernel.h>\n",
+        # What cuda_runtime.h brings in, named directly (older code; nvcc warns on the internal wrappers).
+        "#include <math_functions.h>\n#include <device_types.h>\n#include <sm_32_atomic_functions.h>\n",
+        "#include <crt/sm_90_rt.h>\n#include <crt/math_functions.h>\n#include <cuda_stdint.h>\n",
+        "#include <channel_descriptor.h>\n#include <vector_functions.hpp>\n#include <host_config.h>\n",
         "// #include <cublas_v2.h>\n/* cudnnConvolutionForward(\n cutlass::gemm */ int x;\n",
         'printf("ok\\n"); // dlopen("libcublas.so")\n',
         "int big = 1'000'000; char c = 'x'; const char* s = \"a /* not a comment */ b\";\n",

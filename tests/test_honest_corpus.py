@@ -59,3 +59,29 @@ def test_each_kernel_builds_and_passes_the_static_tier(
     assert static.status == Status.passed, static.message
     assert static.required_present
     assert result.status == Status.not_run  # the GPU tiers are the H200's (tests/gpu/test_honest_gpu.py)
+
+
+@needs_nvcc
+def test_a_kernel_naming_the_runtimes_own_headers_directly_builds_and_passes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Older or terser code names what cuda_runtime.h brings in (its math, atomics and intrinsics headers,
+    some through crt/): nvcc warns on the internal wrappers, and nothing refuses the kernel."""
+    honest = next(path for path in CUDA if path.name == "abi_guide_style.cu")
+    headers = (
+        "math_functions.h",
+        "device_types.h",
+        "host_config.h",
+        "sm_32_atomic_functions.h",
+        "vector_functions.hpp",
+        "channel_descriptor.h",
+        "crt/sm_90_rt.h",
+    )
+    source = "".join(f"#include <{header}>\n" for header in headers) + honest.read_text()
+    executor = make_executor("static", session_cache(tmp_path_factory))
+    request = EvalRequest(task=task_of(honest), target="hopper", source=source)
+    result = asyncio.run(executor.evaluate(request))
+    build, static = result.stages.build, result.stages.static
+    assert build.status == Status.passed, f"{build.status}: {build.message} {build.errors[:3]}"
+    assert static.status == Status.passed, static.message
+    assert result.status == Status.not_run
