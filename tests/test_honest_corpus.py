@@ -85,3 +85,28 @@ def test_a_kernel_naming_the_runtimes_own_headers_directly_builds_and_passes(
     assert build.status == Status.passed, f"{build.status}: {build.message} {build.errors[:3]}"
     assert static.status == Status.passed, static.message
     assert result.status == Status.not_run
+
+
+@needs_nvcc
+def test_a_triton_kernel_with_a_self_test_under_the_main_guard_builds_and_passes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Triton files written elsewhere often end in a self-test (`if __name__ == "__main__":` with torch's
+    own GEMM to compare against): it never runs where the evaluator imports the file, so it refuses nothing."""
+    honest = next(path for path in TRITON if path.name == "gemm_block_pointers.py")
+    source = honest.read_text() + (
+        '\n\nif __name__ == "__main__":\n'
+        "    import torch\n\n"
+        "    a = torch.randn(256, 128, device='cuda', dtype=torch.bfloat16)\n"
+        "    b = torch.randn(256, 128, device='cuda', dtype=torch.bfloat16)\n"
+        "    c = torch.empty(256, 256, device='cuda', dtype=torch.bfloat16)\n"
+        "    run(a, b, c)\n"
+        "    torch.testing.assert_close(c, a @ b.T)\n"
+    )
+    executor = make_executor("static", session_cache(tmp_path_factory))
+    request = EvalRequest(task=task_of(honest), target="hopper", source=source, language="triton")
+    result = asyncio.run(executor.evaluate(request))
+    build, static = result.stages.build, result.stages.static
+    assert build.status == Status.passed, f"{build.status}: {build.message} {build.errors[:3]}"
+    assert static.status == Status.passed, static.message
+    assert result.status == Status.not_run

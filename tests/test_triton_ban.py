@@ -189,6 +189,31 @@ def test_the_entry_point() -> None:
     assert scan(through_helper) == []
 
 
+SELF_TEST = (
+    "\n\nif __name__ == '__main__':\n"
+    "    a = torch.randn(256, 256, device='cuda')\n"
+    "    b = torch.empty_like(a)\n"
+    "    run(a, a, b)\n"
+    "    assert torch.allclose(b, a @ a)\n"
+    "    print(triton.testing.do_bench(lambda: run(a, a, b)))\n"
+)
+
+
+def test_a_self_test_under_the_main_guard_is_not_the_candidates_code() -> None:
+    """The evaluator imports kernel.py under a module name of its own, so a top-level main guard's block
+    never runs: torch compute there is a self-test's, not the candidate's."""
+    assert scan(BASE + SELF_TEST) == []
+    # Anything else that reads `__name__`, or a guard with an `else` (which runs on import), is checked.
+    with_else = BASE + SELF_TEST + "else:\n    print(torch.matmul(A, B))\n"
+    assert {"dunder", "torch_compute", "matmul_operator"} <= set(rules(with_else))
+    negated = BASE + SELF_TEST.replace("==", "!=")
+    assert "dunder" in rules(negated) and "matmul_operator" in rules(negated)
+    nested = BASE + HOST.format("if __name__ == '__main__':\n        return torch.matmul(A, B)")
+    assert {"dunder", "torch_compute"} <= set(rules(nested))
+    reversed_operands = BASE + SELF_TEST.replace("__name__ == '__main__'", "'__main__' == __name__")
+    assert "dunder" in rules(reversed_operands)
+
+
 def test_a_syntax_error_is_one_finding() -> None:
     found = scan("def run(:\n")
     assert [f.rule for f in found] == ["syntax"]

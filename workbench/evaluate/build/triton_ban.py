@@ -15,7 +15,9 @@ allow-list (no `.to`, `.copy_`, `.sum`, `.item`, ...), no item or attribute writ
 few `torch.cuda` queries (no jiterator, graphs, streams or events), only the Triton host API that
 launching needs, no autotune hooks (they run torch work: `reset_to_zero` zero-fills with torch), no
 launch option that changes the compiler (`ptx_options`, `ir_override`, `extern_libs`), and `run` must
-launch one of the file's kernels. One deliberate difference: uninitialised allocation (`torch.empty`,
+launch one of the file's kernels. Two deliberate differences: a top-level `if __name__ == "__main__":`
+block (a self-test, with no `else`) is not checked, since the evaluator imports the file under a module
+name of its own and the block never runs; and uninitialised allocation (`torch.empty`,
 `empty_like`, `empty_strided`, `.new_empty`) is allowed anywhere, not only in a `triton.set_allocator`
 function, because it launches no kernel and backward kernels need scratch (Delta, fp32 dQ); fills
 (`zeros`, `ones`, `full`) are torch kernels and are not allowed.
@@ -467,12 +469,31 @@ def _calls(function: ast.FunctionDef) -> Iterator[ast.Call]:
             yield node
 
 
+def _main_guard(statement: ast.stmt) -> bool:
+    """`if __name__ == "__main__":` at the top level, with no `else`: a self-test that never runs where the
+    evaluator imports the file (under a module name of its own, `triton_runtime`/`triton_trace`)."""
+    if not isinstance(statement, ast.If) or statement.orelse:
+        return False
+    test = statement.test
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and [type(op) for op in test.ops] == [ast.Eq]
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
+
+
 def scan(source: str) -> list[BanFinding]:
-    """Every ban finding in a Triton candidate, in line order (a syntax error is the one finding)."""
+    """Every ban finding in a Triton candidate, in line order (a syntax error is the one finding). A
+    top-level main guard's block is left out: it is not the candidate's code when judged."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         line = exc.lineno or 1
         text = (exc.text or "").strip()
         return [BanFinding(line, "syntax", text, f"not valid Python: {exc.msg}")]
+    tree.body = [statement for statement in tree.body if not _main_guard(statement)]
     return _Checker(source, tree).check()
