@@ -214,6 +214,13 @@ def test_a_self_test_under_the_main_guard_is_not_the_candidates_code() -> None:
     assert "dunder" in rules(reversed_operands)
 
 
+def test_torch_cuda_beyond_the_queries_is_named_as_such() -> None:
+    found = scan(BASE + HOST.format("torch.cuda.synchronize()"))
+    assert [f.rule for f in found] == ["torch_compute"]
+    assert "torch.cuda.synchronize(...) is not one of the torch.cuda queries" in found[0].why
+    assert "current_device" in found[0].why
+
+
 def test_a_syntax_error_is_one_finding() -> None:
     found = scan("def run(:\n")
     assert [f.rule for f in found] == ["syntax"]

@@ -368,6 +368,9 @@ class _Checker:
                 return
             if len(parts) == 2 and parts[1] in _TORCH_FILLS:
                 why = f"{full} runs a torch kernel (a fill): allocate with torch.empty and write it in your kernel"
+            elif parts[1] == "cuda":
+                queries = ", ".join(sorted(TORCH_CUDA_CALLS))
+                why = f"{full}(...) is not one of the torch.cuda queries a launch may make ({queries})"
             else:
                 why = f"{full}(...) is torch compute: do the work in your @triton.jit kernels"
             self.add(node, "torch_compute", why)
