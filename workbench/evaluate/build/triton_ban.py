@@ -309,11 +309,16 @@ class _Checker:
             )
 
     def binding(self, node: ast.AST, name: str) -> None:
-        if name in self.module.names or name in ("torch", "triton", "tl"):
+        # A dunder bound where no `ast.Name` is (`except ... as`) is refused here; the rest at their names.
+        if _DUNDER.match(name):
+            self.add(node, "dunder", f"`{name}` is not allowed (dunder names reach the interpreter)")
+        elif name in self.module.names or name in ("torch", "triton", "tl"):
             self.add(node, "rebinding", f"rebinding `{name}` is not allowed")
 
     def import_binding(self, node: ast.alias) -> None:
-        if node.asname in ("torch", "triton") and node.name != node.asname:
+        if node.asname is not None and _DUNDER.match(node.asname):
+            self.add(node, "dunder", f"`{node.asname}` is not allowed (dunder names reach the interpreter)")
+        elif node.asname in ("torch", "triton") and node.name != node.asname:
             self.add(node, "rebinding", f"rebinding `{node.asname}` is not allowed")
         elif node.asname == "tl" and node.name not in ("triton.language", "language"):
             self.add(node, "rebinding", "rebinding `tl` is not allowed")
