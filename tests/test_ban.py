@@ -156,3 +156,39 @@ def test_a_banned_call_is_found_on_its_line_whatever_surrounds_it(
     where = data.draw(st.sampled_from(slots))
     text_lines.insert(where, "cublasSgemm(handle);")
     assert rules("\n".join(text_lines) + "\n") == [(where + 1, "cublas")]
+
+
+REFERENCE = "#include <cublas_v2.h>\nstatic void reference(cublasHandle_t h) { cublasCreate_v2(&h); }\n"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "#include <cuda_runtime.h>\n#if 0\n" + REFERENCE + "#endif\nint x;\n",
+        "#if 0 // the reference, off\n" + REFERENCE + "#endif\n",
+        "  #  if 0\n" + REFERENCE + "  # endif\n",
+        "#if 0\n#ifdef CHECK\nint y;\n#else\n" + REFERENCE + "#endif\n" + REFERENCE + "#endif\n",
+    ],
+)
+def test_a_disabled_reference_under_if_0_is_not_the_candidates_code(source: str) -> None:
+    """Honest files keep a cuBLAS reference switched off with `#if 0`: never compiled, never refused."""
+    assert scan(source) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "#if 0\nint a;\n#else\n" + REFERENCE + "#endif\n",
+        "#if 0\nint a;\n#elif 1\n" + REFERENCE + "#endif\n",
+        "#if 0\n#endif\n" + REFERENCE,
+        # What the preprocessor reads as the group's end, whatever it looks like here.
+        "#if 0\n#en\\\ndif\n" + REFERENCE,
+        "#if 0\n%:endif\n" + REFERENCE,
+        # Not a literal 0, or a trigraph about: taken as live.
+        "#if 0 \\\n|| 1\n" + REFERENCE + "#endif\n",
+        "#if (0)\n" + REFERENCE + "#endif\n",
+        "#if 0\n" + REFERENCE + "??=endif\n",
+    ],
+)
+def test_only_what_the_preprocessor_skips_is_left_out(source: str) -> None:
+    assert "cublas" in {rule for _, rule in rules(source)}

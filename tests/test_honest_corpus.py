@@ -88,6 +88,31 @@ def test_a_kernel_naming_the_runtimes_own_headers_directly_builds_and_passes(
 
 
 @needs_nvcc
+def test_a_kernel_keeping_a_cublas_reference_under_if_0_builds_and_passes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A cuBLAS reference switched off with `#if 0` is never compiled: the kernel is not refused for it."""
+    honest = next(path for path in CUDA if path.name == "abi_guide_style.cu")
+    reference = (
+        "#if 0  // the cuBLAS reference this kernel was checked against\n"
+        "#include <cublas_v2.h>\n"
+        "static void reference(cublasHandle_t handle, const void* a, const void* b, void* c, int m, int n, int k) {\n"
+        "  const float one = 1.f, zero = 0.f;\n"
+        "  cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, b, CUDA_R_16BF, k, a, CUDA_R_16BF, k,\n"
+        "               &zero, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);\n"
+        "}\n"
+        "#endif\n"
+    )
+    executor = make_executor("static", session_cache(tmp_path_factory))
+    request = EvalRequest(task=task_of(honest), target="hopper", source=reference + honest.read_text())
+    result = asyncio.run(executor.evaluate(request))
+    build, static = result.stages.build, result.stages.static
+    assert build.status == Status.passed, f"{build.status}: {build.message} {build.errors[:3]}"
+    assert static.status == Status.passed, static.message
+    assert result.status == Status.not_run
+
+
+@needs_nvcc
 def test_a_triton_kernel_with_a_self_test_under_the_main_guard_builds_and_passes(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:

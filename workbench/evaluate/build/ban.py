@@ -281,6 +281,9 @@ _STRING_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 )
 
 _INCLUDE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(include_next|include|import)\b[ \t]*(.*)$")
+_CONDITIONAL = re.compile(
+    r"^[ \t]*(?:#|%:)[ \t]*(ifdef|ifndef|if|elifdef|elifndef|elif|else|endif)\b(.*)$"
+)
 
 
 @dataclass(frozen=True)
@@ -375,7 +378,44 @@ def _lex(source: str) -> _Lexed:
             end = i + 1
         line += source.count("\n", i, end)
         i = end
-    return _Lexed("".join(out), strings)
+    code = "".join(out)
+    dead = _dead_lines(code)
+    if dead:
+        code = "\n".join("" if number in dead else text for number, text in enumerate(code.split("\n"), 1))
+        strings = [(number, contents) for number, contents in strings if number not in dead]
+    return _Lexed(code, strings)
+
+
+def _dead_lines(code: str) -> set[int]:
+    """The lines of `#if 0` groups (up to their own `#else`, `#elif` or `#endif`): never compiled, so a
+    disabled cuBLAS reference there is not the candidate's code. Read as the preprocessor reads them,
+    after comments are gone and backslash-newlines are spliced, `%:` as `#`; where a `??` (a trigraph's
+    start) is left in the code, nothing is taken for dead."""
+    if "??" in code:
+        return set()
+    physical = code.split("\n")
+    dead: set[int] = set()
+    depth = 0  # inside a dead group: 1 plus the conditionals opened within it
+    index = 0
+    while index < len(physical):
+        first, logical = index, physical[index]
+        while logical.endswith("\\") and index + 1 < len(physical):
+            index += 1
+            logical = logical[:-1] + physical[index]
+        index += 1
+        lines = range(first + 1, index + 1)
+        match = _CONDITIONAL.match(logical)
+        word, condition = (match.group(1), match.group(2).strip()) if match else ("", "")
+        if depth == 0:
+            depth = 1 if word == "if" and condition == "0" else 0
+            continue
+        if word in ("if", "ifdef", "ifndef"):
+            depth += 1
+        elif word == "endif" or (depth == 1 and word.startswith("el")):
+            depth -= 1
+        if depth:
+            dead.update(lines)
+    return dead
 
 
 def _header_finding(line: int, header: str, text: str) -> BanFinding | None:
