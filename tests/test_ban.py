@@ -168,6 +168,9 @@ REFERENCE = "#include <cublas_v2.h>\nstatic void reference(cublasHandle_t h) { c
         "#if 0 // the reference, off\n" + REFERENCE + "#endif\n",
         "  #  if 0\n" + REFERENCE + "  # endif\n",
         "#if 0\n#ifdef CHECK\nint y;\n#else\n" + REFERENCE + "#endif\n" + REFERENCE + "#endif\n",
+        # A comment hides an #endif from the preprocessor too; Windows line ends.
+        "#if 0\n/*\n#endif\n*/\n" + REFERENCE + "#endif\n",
+        ("#if 0\n" + REFERENCE + "#endif\n").replace("\n", "\r\n"),
     ],
 )
 def test_a_disabled_reference_under_if_0_is_not_the_candidates_code(source: str) -> None:
@@ -188,6 +191,13 @@ def test_a_disabled_reference_under_if_0_is_not_the_candidates_code(source: str)
         "#if 0 \\\n|| 1\n" + REFERENCE + "#endif\n",
         "#if (0)\n" + REFERENCE + "#endif\n",
         "#if 0\n" + REFERENCE + "??=endif\n",
+        # A comment over lines is one space: the condition goes on, or the directive is an #endif.
+        "#if 0 /* off\n */ || 1\n" + REFERENCE + "#endif\n",
+        "#if 0\n#/*\n*/endif\n" + REFERENCE,
+        # Where the compiler's reading could differ from this one: nothing is taken for dead.
+        "#if 0\rint a;\r#endif\r" + REFERENCE,
+        "#if 0\n#en\\ \ndif\n" + REFERENCE,
+        '#if 0\nconst char* p = R"(\n)";\n' + REFERENCE + "#endif\n",
     ],
 )
 def test_only_what_the_preprocessor_skips_is_left_out(source: str) -> None:

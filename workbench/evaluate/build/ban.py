@@ -281,9 +281,7 @@ _STRING_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 )
 
 _INCLUDE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(include_next|include|import)\b[ \t]*(.*)$")
-_CONDITIONAL = re.compile(
-    r"^[ \t]*(?:#|%:)[ \t]*(ifdef|ifndef|if|elifdef|elifndef|elif|else|endif)\b(.*)$"
-)
+_CONDITIONAL = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(ifdef|ifndef|if|elifdef|elifndef|elif|else|endif)\b(.*)$")
 
 
 @dataclass(frozen=True)
@@ -337,6 +335,8 @@ def _lex(source: str) -> _Lexed:
     out: list[str] = []
     strings: list[tuple[int, str]] = []
     i, n, line = 0, len(source), 1
+    joined: set[int] = set()  # lines whose newline is inside a block comment (one space to the preprocessor)
+    raw_lines = False  # a raw string spans lines
 
     def blank(text: str) -> str:
         return "".join(ch if ch == "\n" else " " for ch in text)
@@ -354,6 +354,7 @@ def _lex(source: str) -> _Lexed:
             close = source.find("*/", i + 2)
             end = n if close < 0 else close + 2
             out.append(blank(source[i:end]))
+            joined.update(range(line, line + source.count("\n", i, end)))
         elif ch == "R" and nxt == '"' and _raw_string_prefix(source, i):
             match = re.match(r'R"([^()\\ \t\n]{0,16})\(', source[i:])
             if match is None:
@@ -365,6 +366,7 @@ def _lex(source: str) -> _Lexed:
             close = source.find(terminator, body_start)
             end = n if close < 0 else close + len(terminator)
             strings.append((line, source[body_start : close if close >= 0 else n]))
+            raw_lines = raw_lines or "\n" in source[i:end]
             out.append(source[i:body_start] + blank(source[body_start:end]))
         elif ch == '"' or (ch == "'" and not _digit_separator(source, i)):
             end = i + 1
@@ -379,29 +381,32 @@ def _lex(source: str) -> _Lexed:
         line += source.count("\n", i, end)
         i = end
     code = "".join(out)
-    dead = _dead_lines(code)
+    dead = set() if raw_lines else _dead_lines(code, joined)
     if dead:
         code = "\n".join("" if number in dead else text for number, text in enumerate(code.split("\n"), 1))
         strings = [(number, contents) for number, contents in strings if number not in dead]
     return _Lexed(code, strings)
 
 
-def _dead_lines(code: str) -> set[int]:
+def _dead_lines(code: str, joined: set[int]) -> set[int]:
     """The lines of `#if 0` groups (up to their own `#else`, `#elif` or `#endif`): never compiled, so a
-    disabled cuBLAS reference there is not the candidate's code. Read as the preprocessor reads them,
-    after comments are gone and backslash-newlines are spliced, `%:` as `#`; where a `??` (a trigraph's
-    start) is left in the code, nothing is taken for dead."""
-    if "??" in code:
+    disabled cuBLAS reference there is not the candidate's code. Read as the preprocessor reads them:
+    comments gone (a newline inside a block comment, in `joined`, joins its lines), backslash-newlines
+    spliced, `%:` as `#`. Where that reading could differ from the compiler's (a `??` left in the code, a
+    lone carriage return, a backslash before trailing blanks; a raw string over lines, in `_lex`), nothing
+    is taken for dead."""
+    if "??" in code or re.search(r"\r(?!\n)|\\[ \t\f\v]+\r?$", code, re.MULTILINE):
         return set()
     physical = code.split("\n")
     dead: set[int] = set()
     depth = 0  # inside a dead group: 1 plus the conditionals opened within it
     index = 0
     while index < len(physical):
-        first, logical = index, physical[index]
-        while logical.endswith("\\") and index + 1 < len(physical):
+        first, logical = index, physical[index].rstrip("\r")
+        while index + 1 < len(physical) and (logical.endswith("\\") or index + 1 in joined):
             index += 1
-            logical = logical[:-1] + physical[index]
+            # A splice joins as is; a comment's newline sits between the spaces its text was blanked to.
+            logical = logical.removesuffix("\\") + physical[index].rstrip("\r")
         index += 1
         lines = range(first + 1, index + 1)
         match = _CONDITIONAL.match(logical)
