@@ -56,6 +56,7 @@ def test_dlopen_kernel_is_banned_but_its_comment_is_not() -> None:
         ('#include "my_helpers.cuh"\n', [(1, "include_not_allowed")]),
         ("#include HEADER_MACRO\n", [(1, "include_not_allowed")]),
         ("  #  include_next <cuda.h>\n", [(1, "include_not_allowed")]),
+        ("\f#\vinclude <torch/extension.h>\n", [(1, "include_not_allowed")]),
         ("int x;\nusing namespace cute;\n", [(2, "cutlass")]),
         ("int x;\n\nauto t = cute::make_tensor(p);\n", [(3, "cutlass")]),
         ("CUTLASS_DEVICE void f();\n", [(1, "cutlass")]),
@@ -187,6 +188,7 @@ def test_a_disabled_reference_under_if_0_is_not_the_candidates_code(source: str)
         # What the preprocessor reads as the group's end, whatever it looks like here.
         "#if 0\n#en\\\ndif\n" + REFERENCE,
         "#if 0\n%:endif\n" + REFERENCE,
+        "#if 0\n\f#\vendif\n" + REFERENCE,
         # Not a literal 0, or a trigraph about: taken as live.
         "#if 0 \\\n|| 1\n" + REFERENCE + "#endif\n",
         "#if (0)\n" + REFERENCE + "#endif\n",

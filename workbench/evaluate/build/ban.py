@@ -280,8 +280,11 @@ _STRING_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("library_name", re.compile(r"\blib[\w+-]*\.so\b|\.so\.\d"), "a shared library name in a string"),
 )
 
-_INCLUDE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(include_next|include|import)\b[ \t]*(.*)$")
-_CONDITIONAL = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(ifdef|ifndef|if|elifdef|elifndef|elif|else|endif)\b(.*)$")
+# The blanks the preprocessor allows around a directive's `#` include form feed and vertical tab.
+_INCLUDE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(include_next|include|import)\b[ \t\f\v]*(.*)$")
+_CONDITIONAL = re.compile(
+    r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(ifdef|ifndef|if|elifdef|elifndef|elif|else|endif)\b(.*)$"
+)
 
 
 @dataclass(frozen=True)
@@ -446,8 +449,9 @@ class Include:
 
 def includes(source: str, lexed: _Lexed | None = None) -> list[Include]:
     """Every include-like directive outside comments, with its line."""
-    code = (lexed or _lex(source)).code.splitlines()
-    original = source.splitlines()
+    # Lines as the compiler counts them: at "\n" only (str.splitlines also breaks at form feeds and the like).
+    code = (lexed or _lex(source)).code.split("\n")
+    original = source.split("\n")
     found: list[Include] = []
     for number, line in enumerate(code, start=1):
         match = _INCLUDE.match(line)
@@ -462,8 +466,8 @@ def includes(source: str, lexed: _Lexed | None = None) -> list[Include]:
 def scan(source: str) -> list[BanFinding]:
     """Every ban finding in `source`, in line order."""
     lexed = _lex(source)
-    original_lines = source.splitlines()
-    code_lines = lexed.code.splitlines()
+    original_lines = source.split("\n")
+    code_lines = lexed.code.split("\n")
     findings: list[BanFinding] = []
 
     def shown(number: int) -> str:
