@@ -37,15 +37,23 @@ def test_the_source_scan_refuses_none(path: Path) -> None:
     assert [f.describe() for f in findings] == []
 
 
-def _evaluate(path: Path, cache: Path) -> EvalResult:
+def _evaluate(path: Path, cache: Path, source: str | None = None) -> EvalResult:
+    """`path` (or `source` in its place: the kernel with something added) through the static executor."""
     executor = make_executor("static", cache)
     request = EvalRequest(
         task=task_of(path),
         target=target_of(path),  # type: ignore[arg-type]
-        source=path.read_text(),
+        source=path.read_text() if source is None else source,
         language="triton" if path.suffix == ".py" else "cuda",
     )
     return asyncio.run(executor.evaluate(request))
+
+
+def _assert_static_passes(result: EvalResult) -> None:
+    build, static = result.stages.build, result.stages.static
+    assert build.status == Status.passed, f"{build.status}: {build.message} {build.errors[:3]}"
+    assert static.status == Status.passed, static.message
+    assert result.status == Status.not_run  # the GPU tiers are the H200's (tests/gpu/test_honest_gpu.py)
 
 
 @needs_nvcc
@@ -54,11 +62,8 @@ def test_each_kernel_builds_and_passes_the_static_tier(
     path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     result = _evaluate(path, session_cache(tmp_path_factory))
-    build, static = result.stages.build, result.stages.static
-    assert build.status == Status.passed, f"{build.status}: {build.message} {build.errors[:3]}"
-    assert static.status == Status.passed, static.message
-    assert static.required_present
-    assert result.status == Status.not_run  # the GPU tiers are the H200's (tests/gpu/test_honest_gpu.py)
+    _assert_static_passes(result)
+    assert result.stages.static.required_present
 
 
 @needs_nvcc
@@ -78,13 +83,7 @@ def test_a_kernel_naming_the_runtimes_own_headers_directly_builds_and_passes(
         "crt/sm_90_rt.h",
     )
     source = "".join(f"#include <{header}>\n" for header in headers) + honest.read_text()
-    executor = make_executor("static", session_cache(tmp_path_factory))
-    request = EvalRequest(task=task_of(honest), target="hopper", source=source)
-    result = asyncio.run(executor.evaluate(request))
-    build, static = result.stages.build, result.stages.static
-    assert build.status == Status.passed, f"{build.status}: {build.message} {build.errors[:3]}"
-    assert static.status == Status.passed, static.message
-    assert result.status == Status.not_run
+    _assert_static_passes(_evaluate(honest, session_cache(tmp_path_factory), source))
 
 
 @needs_nvcc
@@ -103,13 +102,7 @@ def test_a_kernel_keeping_a_cublas_reference_under_if_0_builds_and_passes(
         "}\n"
         "#endif\n"
     )
-    executor = make_executor("static", session_cache(tmp_path_factory))
-    request = EvalRequest(task=task_of(honest), target="hopper", source=reference + honest.read_text())
-    result = asyncio.run(executor.evaluate(request))
-    build, static = result.stages.build, result.stages.static
-    assert build.status == Status.passed, f"{build.status}: {build.message} {build.errors[:3]}"
-    assert static.status == Status.passed, static.message
-    assert result.status == Status.not_run
+    _assert_static_passes(_evaluate(honest, session_cache(tmp_path_factory), reference + honest.read_text()))
 
 
 @needs_nvcc
@@ -128,10 +121,4 @@ def test_a_triton_kernel_with_a_self_test_under_the_main_guard_builds_and_passes
         "    run(a, b, c)\n"
         "    torch.testing.assert_close(c, a @ b.T)\n"
     )
-    executor = make_executor("static", session_cache(tmp_path_factory))
-    request = EvalRequest(task=task_of(honest), target="hopper", source=source, language="triton")
-    result = asyncio.run(executor.evaluate(request))
-    build, static = result.stages.build, result.stages.static
-    assert build.status == Status.passed, f"{build.status}: {build.message} {build.errors[:3]}"
-    assert static.status == Status.passed, static.message
-    assert result.status == Status.not_run
+    _assert_static_passes(_evaluate(honest, session_cache(tmp_path_factory), source))
