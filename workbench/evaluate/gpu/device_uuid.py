@@ -12,6 +12,7 @@ formats `get_device_properties().uuid`, which the runner's hello reports.
 from __future__ import annotations
 
 import ctypes
+import uuid
 
 
 def device_ordinal(device: str) -> int | None:
@@ -25,9 +26,8 @@ def device_ordinal(device: str) -> int | None:
 
 
 def format_uuid(raw: bytes) -> str:
-    """16 bytes as `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`."""
-    text = raw.hex()
-    return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:32]}"
+    """16 bytes as `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (the standard form, as torch prints it)."""
+    return f"GPU-{uuid.UUID(bytes=raw)}"
 
 
 def gpu_uuid(device: str) -> tuple[str, str]:
