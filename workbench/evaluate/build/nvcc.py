@@ -2,7 +2,8 @@
 
 One nvcc call builds the shared library and, through `-keep`, leaves the PTX and the cubin of that
 same compile behind, so ptxas runs once. The cache key is the sha256 of the source, the flags, the
-full nvcc version and the target; a cache entry holds the artifacts and the parsed `BuildStage`.
+full nvcc version, the target and the link policy's rules; a cache entry holds the artifacts and the
+parsed `BuildStage`, the library's verdict included.
 Failed compiles are cached too (the same source fails the same way); timeouts are not.
 """
 
@@ -23,9 +24,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from workbench.evaluate.build import link_policy, tvm_ffi_symbols
 from workbench.evaluate.build.ban import refusal_of, scan
 from workbench.evaluate.build.link_policy import BinutilsMissing, LinkReport, check_library
 from workbench.evaluate.build.ptxas_report import parse_ptxas, warning_summary
+from workbench.evaluate.build.rules_digest import rules_digest
 from workbench.evaluate.build.sass import SASS_NAME, disassemble
 from workbench.evaluate.build.symbol_origin import origin
 from workbench.evaluate.build.tvm_ffi_symbols import Refusal
@@ -142,10 +145,16 @@ def nvcc_command(target: Target, toolchain: BuildToolchain) -> list[str]:
     ]  # fmt: skip
 
 
-def build_key(source: str, command: list[str], toolchain: BuildToolchain, target: Target) -> str:
+def library_rules() -> str:
+    """The digest of the rules that judge the built library (cached with it)."""
+    return rules_digest(Path(link_policy.__file__), Path(tvm_ffi_symbols.__file__))
+
+
+def build_key(source: str, command: list[str], toolchain: BuildToolchain, target: Target, rules: str) -> str:
     digest = hashlib.sha256()
     for part in (
         f"format={CACHE_FORMAT}",
+        f"rules={rules}",
         source,
         "\0".join(command),
         toolchain.nvcc_version,
@@ -281,7 +290,7 @@ async def compile_source(
     except ToolchainMissing as exc:
         return BuildStage(status=Status.infrastructure_error, message=str(exc))
     command = nvcc_command(target, toolchain)
-    key = build_key(source, command, toolchain, target)
+    key = build_key(source, command, toolchain, target, library_rules())
     root = cache_dir or cache_root()
     entry = root / key[:2] / key
     cached = _load_cached(entry)

@@ -14,8 +14,9 @@
    (`sass.static_stage`) judges every kernel the module compiled. `kernel.cubin` is the first
    kernel's cubin and `kernel.ptx` all PTX, for the listings a session carries.
 
-The cache key is the sha256 of the source, the traced shapes and dtypes, the target and Triton's
-version (its ptxas is part of the wheel). Failed builds are cached too; timeouts are not.
+The cache key is the sha256 of the source, the traced shapes and dtypes, the target, Triton's
+version (its ptxas is part of the wheel) and the trace's rules. Failed builds are cached too; timeouts
+are not.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from typing import Literal
 from workbench.evaluate.build.ban import BanFinding
 from workbench.evaluate.build.nvcc import RECORD_NAME, cache_root, first_errors, load_cached
 from workbench.evaluate.build.ptxas_report import parse_ptxas, warning_summary
+from workbench.evaluate.build.rules_digest import rules_digest
 from workbench.evaluate.build.sass import SASS_NAME, disassemble
 from workbench.evaluate.build.triton_ban import scan
 from workbench.evaluate.gpu.isolation import signal_group
@@ -113,10 +115,19 @@ def trace_spec(task: Task, workload: Workload) -> dict:
     return {"names": [t["name"] for t in tensors], "tensors": tensors, "calls": calls}
 
 
-def build_key(source: str, spec: dict, target: Target, toolchain: TritonToolchain) -> str:
+def trace_rules() -> str:
+    """The digest of the trace's rules (what torch may do), whose bans are cached with the build. Found,
+    not imported: the trace imports torch, which this process need not."""
+    spec = importlib.util.find_spec("workbench.evaluate.build.triton_trace")
+    assert spec is not None and spec.origin is not None
+    return rules_digest(Path(spec.origin))
+
+
+def build_key(source: str, spec: dict, target: Target, toolchain: TritonToolchain, rules: str) -> str:
     digest = hashlib.sha256()
     for part in (
         f"triton-format={CACHE_FORMAT}",
+        f"rules={rules}",
         source,
         json.dumps(spec, sort_keys=True),
         target.name,
@@ -364,7 +375,7 @@ async def build_triton(
     if mismatch is not None:
         mismatch.duration_s = time.perf_counter() - started
         return mismatch
-    key = build_key(source, spec, target, toolchain)
+    key = build_key(source, spec, target, toolchain, trace_rules())
     root = cache_dir or cache_root()
     entry = root / key[:2] / key
     cached = _load_cached(entry)
