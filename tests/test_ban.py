@@ -54,6 +54,10 @@ def test_dlopen_kernel_is_banned_but_its_comment_is_not() -> None:
         ("#include <nvvm.h>\n", [(1, "include_not_allowed")]),
         ("#include <crt/host_runtime.h>\n", [(1, "include_not_allowed")]),
         ('#include "my_helpers.cuh"\n', [(1, "include_not_allowed")]),
+        # POSIX and the standard library's internals: not the standard library.
+        ("#include <unistd.h>\n", [(1, "include_not_allowed")]),
+        ("#include <sys/mman.h>\n", [(1, "include_not_allowed")]),
+        ("#include <bits/c++config.h>\n", [(1, "include_not_allowed")]),
         ("#include HEADER_MACRO\n", [(1, "include_not_allowed")]),
         ("  #  include_next <cuda.h>\n", [(1, "include_not_allowed")]),
         ("\f#\vinclude <torch/extension.h>\n", [(1, "include_not_allowed")]),
@@ -83,6 +87,9 @@ def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
         "#include <math_functions.h>\n#include <device_types.h>\n#include <sm_32_atomic_functions.h>\n",
         "#include <crt/sm_90_rt.h>\n#include <crt/math_functions.h>\n#include <cuda_stdint.h>\n",
         "#include <channel_descriptor.h>\n#include <vector_functions.hpp>\n#include <host_config.h>\n",
+        # The whole standard library: what host code calls from it is the link policy's to judge.
+        "#include <shared_mutex>\n#include <source_location>\n#include <cfenv>\n#include <wchar.h>\n",
+        "#include <bits/stdc++.h>\n#include <fstream>\n#include <csignal>\n#include <setjmp.h>\n",
         "// #include <cublas_v2.h>\n/* cudnnConvolutionForward(\n cutlass::gemm */ int x;\n",
         'printf("ok\\n"); // dlopen("libcublas.so")\n',
         "int big = 1'000'000; char c = 'x'; const char* s = \"a /* not a comment */ b\";\n",

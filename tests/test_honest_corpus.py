@@ -122,3 +122,41 @@ def test_a_triton_kernel_with_a_self_test_under_the_main_guard_builds_and_passes
         "    torch.testing.assert_close(c, a @ b.T)\n"
     )
     _assert_static_passes(_evaluate(honest, session_cache(tmp_path_factory), source))
+
+
+@needs_nvcc
+def test_a_kernel_with_host_code_from_across_the_standard_library_builds_and_passes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Host code written elsewhere leans on more of the standard library than ours: a reader-writer lock
+    around a cache of launched shapes, the rounding mode checked, a calendar-time log line, and a file
+    dump left in behind a debug switch (its header included, the dump itself compiled out)."""
+    honest = next(path for path in CUDA if path.name == "abi_guide_style.cu")
+    host = (
+        "#include <bits/stdc++.h>\n"
+        "#include <cfenv>\n"
+        "#include <fstream>\n"
+        "#include <shared_mutex>\n"
+        "static std::shared_mutex shapes_lock;\n"
+        "static std::set<std::array<int, 3>> shapes;\n"
+        "static void note_shape(int m, int n, int k) {\n"
+        "  {\n"
+        "    std::shared_lock<std::shared_mutex> read(shapes_lock);\n"
+        "    if (shapes.count({m, n, k})) return;\n"
+        "  }\n"
+        "  std::unique_lock<std::shared_mutex> write(shapes_lock);\n"
+        "  shapes.insert({m, n, k});\n"
+        "  timespec now{};\n"
+        "  timespec_get(&now, TIME_UTC);\n"
+        "  char stamp[32];\n"
+        '  std::strftime(stamp, sizeof stamp, "%T", std::gmtime(&now.tv_sec));\n'
+        '  if (std::fegetround() != FE_TONEAREST) fprintf(stderr, "%s: host rounding is not to nearest\\n", stamp);\n'
+        "#ifdef GEMM_DUMP_SHAPES\n"
+        "  std::ofstream(\"shapes.txt\", std::ios::app) << m << ' ' << n << ' ' << k << '\\n';\n"
+        "#endif\n"
+        "}\n"
+    )
+    source = honest.read_text()
+    source = source.replace("namespace abi_style_gemm {", host + "namespace abi_style_gemm {", 1)
+    source = source.replace("  cudaStream_t stream = ", "  note_shape(m, n, k);\n  cudaStream_t stream = ", 1)
+    _assert_static_passes(_evaluate(honest, session_cache(tmp_path_factory), source))

@@ -2,7 +2,7 @@
 
 The source scan can be bypassed (a `dlsym` declared by hand, names pasted by the preprocessor); the
 library's dynamic symbol table and machine code cannot. A library may import:
-- from the C library only an allowlist (memory, strings, formatted output, math, time, exit): no dynamic
+- from the C library only an allowlist (memory, strings, formatted output, math, time, locks, exit): no dynamic
   symbol lookup, system calls, other processes or executable memory (`banned`: what a cheater does),
   and no files, environment or threads (`unsupported`: honest elsewhere, not run here);
 - the C++ runtime except file streams, threads and the filesystem library;
@@ -135,6 +135,42 @@ GLIBC_ALLOWED = frozenset(
         "pthread_key_delete",
         "pthread_getspecific",
         "pthread_setspecific",
+        # Locks and waits on the calling thread (std::shared_mutex, std::timed_mutex, this_thread's yield
+        # and sleep): the same class as the mutex above, and no more than a spin on clock_gettime can do.
+        "pthread_mutex_trylock",
+        "pthread_mutex_timedlock",
+        "pthread_mutex_clocklock",
+        "pthread_rwlock_init",
+        "pthread_rwlock_destroy",
+        "pthread_rwlock_rdlock",
+        "pthread_rwlock_wrlock",
+        "pthread_rwlock_tryrdlock",
+        "pthread_rwlock_trywrlock",
+        "pthread_rwlock_unlock",
+        "sched_yield",
+        "nanosleep",
+        "clock_nanosleep",
+        "usleep",
+        # Calendar time for a log line, and the host's floating-point environment (<cfenv>).
+        "timespec_get",
+        "difftime",
+        "mktime",
+        "gmtime",
+        "gmtime_r",
+        "localtime",
+        "localtime_r",
+        "strftime",
+        "fegetround",
+        "fesetround",
+        "feclearexcept",
+        "fetestexcept",
+        "feraiseexcept",
+        "fegetenv",
+        "fesetenv",
+        "feholdexcept",
+        "feupdateenv",
+        "fegetexceptflag",
+        "fesetexceptflag",
     ]
 )
 _MATH = re.compile(
@@ -278,7 +314,7 @@ def _glibc_denial(name: str) -> tuple[Refusal, str, str] | None:
         Refusal.unsupported,
         (
             "is outside the C library functions a kernel's host code may call here (memory, strings, formatted "
-            "output, math, time, exit)"
+            "output, math, time, locks, exit)"
         ),
         "keep host code to launching kernels and reporting errors",
     )
