@@ -12,7 +12,7 @@ from workbench.evaluate.build.triton_ban import scan
 KERNELS = Path(__file__).parent / "data" / "triton"
 
 # An honest file: the data kernel, with the imports the bad cases below use.
-BASE = "import math\n\nimport torch\n" + (KERNELS / "copy_no_dot.py").read_text()
+BASE = "import math\nimport typing\n\nimport torch\n" + (KERNELS / "copy_no_dot.py").read_text()
 
 
 def rules(source: str) -> list[str]:
@@ -90,11 +90,17 @@ BAD_CASES = [
     (HOST.format("C.data = A"), "host_write"),
     # dynamic code and introspection
     ("import importlib", "import_not_allowed"),
-    ("import os", "import_not_allowed"),
-    ("import numpy as np", "import_not_allowed"),
+    ("import ctypes", "import_not_allowed"),
+    ("import operator", "import_not_allowed"),
     ("import torch.nn.functional as F", "import_not_allowed"),
-    ("from triton.runtime import driver", "import_not_allowed"),
+    ("from triton.compiler import compile", "import_not_allowed"),
+    ("from . import helpers", "import_not_allowed"),
     ("from math import *", "import_not_allowed"),
+    ("from typing import get_type_hints", "import_not_allowed"),
+    (HOST.format("return typing.get_type_hints(helper)"), "typing_api"),
+    # honest elsewhere, not run here: `unsupported`, not `banned`
+    ("import os", "import_unsupported"),
+    ("import numpy as np", "import_unsupported"),
     (HOST.format("return eval('A @ B')"), "dynamic_code"),
     (HOST.format("exec('import os')"), "dynamic_code"),
     (HOST.format("return compile('x', 'f', 'eval')"), "dynamic_code"),
@@ -120,6 +126,9 @@ BAD_CASES = [
     (HOST.format("return triton.testing.do_bench(lambda: None)"), "triton_api"),
     (HOST.format("triton.knobs.nvidia.ptxas_options = '-O0'"), "triton_api"),
     (HOST.format("return triton.compiler.compile"), "triton_api"),
+    (HOST.format("return triton.runtime.driver.active.utils.load_binary"), "triton_api"),
+    (HOST.format("d = triton.runtime.driver.active"), "triton_api"),
+    (HOST.format("query = triton.runtime.driver.active.get_current_target"), "triton_api"),
     (HOST.format("return copy_kernel.run(A, B, 1, BLOCK=8, grid=(1,), warmup=False)"), "tensor_method"),
     (HOST.format("k = triton.jit(helper)"), "jit_placement"),
     (HOST.format("copy_kernel[(1,)](A, B, 1, BLOCK=8, ptx_options='-O0')"), "launch_option"),
@@ -235,3 +244,53 @@ def test_findings_come_in_line_order_with_every_one_named() -> None:
     found = scan(source)
     assert [f.rule for f in found] == ["torch_compute", "matmul_operator"]
     assert [f.line for f in found] == sorted(f.line for f in found)
+
+
+def test_refused_imports_are_banned_only_for_doors() -> None:
+    def refusal(line: str) -> str:
+        [finding] = [f for f in scan(BASE + "\n" + line + "\n") if f.rule.startswith("import")]
+        return finding.refusal.value
+
+    assert refusal("import numpy as np") == refusal("import os") == "unsupported"
+    assert refusal("import ctypes") == refusal("from importlib import import_module") == "banned"
+
+
+def test_the_tutorials_header_passes() -> None:
+    """Triton's own tutorials: the torch device and the SM count from the driver, configs built with
+    itertools, a helper cached with functools, typing's annotations."""
+    header = (
+        "import functools\nimport itertools\nfrom typing import Final, Literal\n"
+        "DEVICE = triton.runtime.driver.active.get_active_torch_device()\n"
+        "TARGET = triton.runtime.driver.active.get_current_target()\n"
+        "LAYOUT: Final[Literal['row']] = 'row'\n\n"
+        "@functools.lru_cache(maxsize=None)\n"
+        "def num_sms() -> int:\n"
+        "    return triton.runtime.driver.active.utils.get_device_properties(DEVICE.index)['multiprocessor_count']\n\n"
+        "@functools.cache\n"
+        "def block_sizes() -> list:\n"
+        "    return [a * b for a, b in itertools.product([64, 128], [1, 2])]\n"
+    )
+    assert scan(BASE + "\n" + header) == []
+
+
+@pytest.mark.parametrize(
+    "cached",
+    [
+        "@functools.cache\ndef launch(A, B, C):\n    copy_kernel[(1,)](A, C, 1, BLOCK=8)\n",  # launches
+        (  # through a helper
+            "@functools.cache\ndef again(A, B, C):\n    launch(A, B, C)\n\n"
+            "def launch(A, B, C):\n    copy_kernel[(1,)](A, C, 1, BLOCK=8)\n"
+        ),
+        "@functools.partial(print)\ndef helper():\n    return 1\n",  # not a cache
+    ],
+)
+def test_a_cached_helper_may_not_launch(cached: str) -> None:
+    assert "decorator" in rules(
+        BASE.replace("import math\n", "import functools\nimport math\n", 1) + "\n" + cached
+    )
+
+
+def test_run_and_kernels_are_not_cached() -> None:
+    source = BASE.replace("import math\n", "import functools\nimport math\n", 1)
+    assert "entry" in rules(source.replace("def run(A, B, C):", "@functools.cache\ndef run(A, B, C):"))
+    assert "decorator" in rules(source.replace("@triton.jit\n", "@functools.cache\n@triton.jit\n", 1))

@@ -320,6 +320,9 @@ _UNSUPPORTED: dict[str, str] = {
     "include_not_allowed": "include only the CUDA toolkit's own headers (runtime, driver, cuda_bf16/fp16/fp8, "
     "cooperative_groups, libcu++), tvm/ffi/* and the C/C++ standard library; bring the rest into your file",
     "profiler_control": "remove the call: the evaluator starts and stops the profiler around the profiled call",
+    # A Triton candidate's import of a module that is no door (triton_ban): honest, not run here.
+    "import_unsupported": "import only torch, triton (its language, host API and tensor descriptors), math, "
+    "typing, itertools and functools; write host values as constants or compute them with these",
 }
 _INSTEAD: dict[str, str] = {
     "cublas": "write the GEMM yourself (wgmma on Hopper, tcgen05 on Blackwell)",

@@ -36,6 +36,13 @@ from dataclasses import dataclass, field
 
 from workbench.evaluate.build.ban import BanFinding
 
+# typing's names for annotations and casts; not its helpers that evaluate annotation strings
+# (get_type_hints, ForwardRef), which would run code no check has read.
+TYPING_NAMES = frozenset(
+    {"Any", "Callable", "ClassVar", "Dict", "Final", "FrozenSet", "Iterable", "Iterator", "List", "Literal",
+     "Mapping", "NamedTuple", "NoReturn", "Optional", "Sequence", "Set", "Tuple", "Type", "TypeVar", "Union",
+     "TYPE_CHECKING", "cast", "overload"}
+)  # fmt: skip
 # Modules a candidate may import (`import X` or `import X as Y` for the triton ones).
 ALLOWED_MODULES = frozenset(
     {
@@ -49,19 +56,34 @@ ALLOWED_MODULES = frozenset(
         "triton.tools.tensor_descriptor",
         "math",
         "typing",
+        "itertools",
+        "functools",
     }
 )
 # `from M import name` where M is one of these: None = any name of it.
 ALLOWED_FROM: dict[str, frozenset[str] | None] = {
     "__future__": frozenset({"annotations"}),
     "math": None,
-    "typing": frozenset({"Any", "Callable", "Dict", "List", "Optional", "Sequence", "Tuple", "Union"}),
+    "typing": TYPING_NAMES,
+    "itertools": None,
+    "functools": None,
     "triton": frozenset({"language", "jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2"}),
     "triton.language": None,
     "triton.language.extra": frozenset({"libdevice", "cuda"}),
     "triton.language.extra.cuda": frozenset({"libdevice"}),
     "triton.tools.tensor_descriptor": frozenset({"TensorDescriptor"}),
+    "triton.runtime": frozenset({"driver"}),
 }
+# Modules that are doors (loading code, other processes, memory, the interpreter's insides, another GPU
+# API, torch's or Triton's internals): importing one is `banned`. Any other module off the list is an
+# honest import this workbench does not run (`unsupported`: numpy, os's environment toggles, time).
+_DOOR_MODULES = frozenset(
+    {"ctypes", "cffi", "importlib", "imp", "pkgutil", "subprocess", "sys", "builtins", "inspect", "gc",
+     "pickle", "marshal", "types", "code", "codeop", "runpy", "socket", "multiprocessing", "threading",
+     "_thread", "concurrent", "signal", "mmap", "operator", "ast", "dis", "sysconfig", "site", "shutil",
+     "pty", "resource", "posix", "io", "tempfile", "pathlib", "cuda", "cupy", "pycuda", "numba", "nvidia",
+     "jax", "torch", "triton"}
+)  # fmt: skip
 _DSL_ROOTS = frozenset({"cutlass", "cute", "nvidia_cutlass_dsl"})
 
 # torch calls that compute nothing: uninitialised allocation and metadata.
@@ -108,6 +130,13 @@ TRITON_HOST_API = frozenset(
     {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "set_allocator", "language", "tools"}
 )  # fmt: skip
 _TRITON_TOOLS = "triton.tools.tensor_descriptor.TensorDescriptor"
+# The driver's queries Triton's own tutorials make (the torch device, the target, the SM count): each
+# only answers, and only called.
+TRITON_DRIVER_QUERIES = frozenset(
+    f"triton.runtime.driver.active.{query}"
+    for query in ("get_active_torch_device", "get_current_device", "get_current_target",
+                  "utils.get_device_properties")
+)  # fmt: skip
 _JIT_OPTIONS = frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "noinline", "debug"})
 _AUTOTUNE_HOOKS = frozenset(
     {"reset_to_zero", "restore_value", "pre_hook", "post_hook", "do_bench", "use_cuda_graph", "cache_results"}
@@ -119,6 +148,7 @@ LAUNCH_OPTIONS = frozenset(
     {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_pdl",
      "launch_cooperative_grid"}
 )  # fmt: skip
+_CACHING_DECORATORS = frozenset({"functools.cache", "functools.lru_cache"})
 _DYNAMIC = frozenset(
     {"exec", "eval", "compile", "globals", "locals", "vars", "open", "breakpoint", "type", "memoryview",
      "importlib"}
@@ -135,6 +165,8 @@ class _Module:
     modules: set[str] = field(default_factory=set)  # the local names that stand for a module
     kernels: dict[str, ast.FunctionDef] = field(default_factory=dict)  # top-level @triton.jit functions
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)  # every top-level function
+    # top-level functions under @functools.cache / lru_cache, each with that decorator
+    cached: list[tuple[ast.FunctionDef, ast.AST]] = field(default_factory=list)
 
     def resolve(self, node: ast.AST) -> str | None:
         """`tl.dot` -> `triton.language.dot` for a pure attribute chain over an imported name."""
@@ -184,6 +216,7 @@ class _Checker:
         for node in ast.walk(self.tree):
             self.node(node, id(node) in device)
         self.entry()
+        self.cached_helpers()
         return sorted(self.findings, key=lambda f: f.line)
 
     def imports(self) -> None:
@@ -205,11 +238,18 @@ class _Checker:
         elif name == "torch" and alias.asname not in (None, "torch"):
             self.add(node, "torch_import", "import torch without an alias, so its use can be checked")
         elif name not in ALLOWED_MODULES:
-            self.add(node, "import_not_allowed", f"{name} is not on the import allow-list")
+            self.import_refused(node, name)
         elif alias.asname:
             self.bind_import(alias.asname, name)
         else:
             self.bind_import(name.split(".")[0], name.split(".")[0])
+
+    def import_refused(self, node: ast.Import | ast.ImportFrom, name: str) -> None:
+        # typing's names off the list are its evaluators of annotation strings: doors too.
+        if name.split(".")[0] in _DOOR_MODULES or name.startswith((".", "typing.")):
+            self.add(node, "import_not_allowed", f"{name} is not on the import allow-list")
+        else:
+            self.add(node, "import_unsupported", f"{name} is not on the import allow-list")
 
     def bind_import(self, local: str, target: str) -> None:
         self.module.names[local] = target
@@ -226,8 +266,10 @@ class _Checker:
             return
         allowed = ALLOWED_FROM.get(module, frozenset())
         for alias in node.names:
-            if alias.name == "*" or (allowed is not None and alias.name not in allowed):
-                self.add(node, "import_not_allowed", f"{module}.{alias.name} is not on the import allow-list")
+            if alias.name == "*":  # names no check could follow
+                self.add(node, "import_not_allowed", f"`from {module} import *` is not allowed")
+            elif allowed is not None and alias.name not in allowed:
+                self.import_refused(node, f"{module}.{alias.name}")
             elif module != "__future__":
                 self.bind_import(alias.asname or alias.name, f"{module}.{alias.name}")
 
@@ -238,13 +280,20 @@ class _Checker:
                 if any(self.is_jit(d) for d in statement.decorator_list):
                     self.module.kernels[statement.name] = statement
                 for decorator in statement.decorator_list:
-                    self.decorator(decorator)
+                    self.decorator(statement, decorator)
 
-    def decorator(self, decorator: ast.AST) -> None:
+    def decorator(self, function: ast.FunctionDef, decorator: ast.AST) -> None:
         call = decorator if isinstance(decorator, ast.Call) else None
         name = self.module.resolve(call.func if call else decorator)
+        if name in _CACHING_DECORATORS:
+            self.module.cached.append((function, decorator))
+            return
         if name not in ("triton.jit", "triton.autotune", "triton.heuristics"):
-            self.add(decorator, "decorator", "only @triton.jit, @triton.autotune and @triton.heuristics")
+            self.add(
+                decorator,
+                "decorator",
+                "only @triton.jit, @triton.autotune, @triton.heuristics and, on a helper, @functools.cache",
+            )
             return
         for keyword in call.keywords if call else []:
             if name == "triton.jit" and keyword.arg not in _JIT_OPTIONS:
@@ -255,6 +304,13 @@ class _Checker:
                     "autotune_hook",
                     f"autotune's {keyword.arg} runs host work around the kernel (a torch fill or copy)",
                 )
+
+    def cached_helpers(self) -> None:
+        """A cached helper answers a repeat without running: fine for the SM count or a config list, not for
+        a kernel, `run`, or a helper that launches (its repeats would launch nothing)."""
+        for function, decorator in self.module.cached:
+            if function.name in self.module.kernels or function.name == "run" or self.launches_from(function):
+                self.add(decorator, "decorator", f"`{function.name}` launches kernels: it cannot be cached")
 
     def node(self, node: ast.AST, device: bool) -> None:
         if isinstance(node, ast.Name):
@@ -354,6 +410,10 @@ class _Checker:
         called = isinstance(parent, ast.Call) and parent.func is node
         if full.startswith("torch."):
             self.torch_reference(node, full, called)
+        elif full in TRITON_DRIVER_QUERIES and called:
+            return
+        elif full.startswith("typing.") and full.split(".")[1] not in TYPING_NAMES:
+            self.add(node, "typing_api", f"{full} is not one of typing's names for annotations")
         elif full.startswith(_TRITON_TOOLS):
             if full not in (_TRITON_TOOLS, f"{_TRITON_TOOLS}.from_tensor"):
                 self.add(node, "triton_api", f"{full} is not part of the Triton API a candidate may use")

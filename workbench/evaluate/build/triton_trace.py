@@ -56,11 +56,28 @@ ALLOCATIONS = frozenset(
 MAX_RECORDED = 20
 
 
+class StaticUtils:
+    """The driver's device properties, as the target device answers them (the SM count from the task's
+    device; Hopper and Blackwell alike give a block 227 KiB of shared memory and 64 K registers)."""
+
+    def __init__(self, sms: int) -> None:
+        self.sms = sms
+
+    def get_device_properties(self, device: object = None) -> dict[str, int]:
+        return {
+            "multiprocessor_count": self.sms,
+            "max_shared_mem": 232448,
+            "max_num_regs": 65536,
+            "warpSize": 32,
+        }
+
+
 class StaticDriver:
     """Triton's driver for a compile without a device: device 0, stream 0, the target's architecture."""
 
-    def __init__(self, target: GPUTarget) -> None:
+    def __init__(self, target: GPUTarget, sms: int) -> None:
         self.target = target
+        self.utils = StaticUtils(sms)
 
     def get_current_device(self) -> int:
         return 0
@@ -283,7 +300,7 @@ def trace(request: dict) -> dict:
 def _set_up(request: dict) -> None:
     """Triton compiling for the target without a device, ptxas's version read, then the doors closed."""
     arch = int(request["arch"])
-    driver.set_active(StaticDriver(GPUTarget("cuda", arch, 32)))
+    driver.set_active(StaticDriver(GPUTarget("cuda", arch, 32), int(request["sms"])))
     simulate_cuda((arch // 10, arch % 10), request["device_name"], int(request["sms"]))
     get_ptxas_version(arch)  # ptxas's version is part of every kernel's key: read it while exec is allowed
     _ = get_ptxas(arch).version
