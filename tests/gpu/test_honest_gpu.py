@@ -1,9 +1,9 @@
-"""On a Hopper GPU: every Hopper kernel of the honest corpus through every tier of the `local` executor at
-the headline workload, one executor (one worker) for all of them, and none refused.
+"""On a Hopper GPU: every Hopper kernel of the honest corpus, CUDA and Triton, through every tier of the
+`local` executor at the headline workload, one executor (one worker) for all of them, and none refused.
 
 Run on the GPU host from the checkout: `python -m pytest -m gpu -n 0 -s tests/gpu/test_honest_gpu.py`.
-The corpus is built once, concurrently, into the executor's build cache first, so each evaluation's build
-is a cache hit and the GPU tiers run back to back.
+The CUDA corpus is built once, concurrently, into the executor's build cache first, so each evaluation's
+build is a cache hit and the GPU tiers run back to back (a Triton kernel's build is its own evaluation's).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.honest_support import CUDA, target_of, task_of
+from tests.honest_support import CUDA, TRITON, target_of, task_of
 from workbench.evaluate.build.nvcc import build, build_toolchain
 from workbench.evaluate.gpu.profile import NO_TENSOR_SHARE
 from workbench.evaluate.local_executor import LocalExecutor
@@ -45,7 +45,8 @@ class Judge:
         self.loop.run_until_complete(all_of_them())
 
     def evaluate(self, path: Path) -> EvalResult:
-        request = EvalRequest(task=task_of(path), target="hopper", source=path.read_text())
+        language = "triton" if path.suffix == ".py" else "cuda"
+        request = EvalRequest(task=task_of(path), target="hopper", source=path.read_text(), language=language)
         return self.loop.run_until_complete(self.executor.evaluate(request))
 
     def close(self) -> None:
@@ -61,7 +62,7 @@ def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
     judge.close()
 
 
-@pytest.mark.parametrize("path", HOPPER, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", HOPPER + TRITON, ids=lambda p: p.name)
 def test_each_honest_hopper_kernel_passes_every_tier(judge: Judge, path: Path) -> None:
     result = judge.evaluate(path)
     stages = result.stages
