@@ -294,3 +294,21 @@ def test_run_and_kernels_are_not_cached() -> None:
     source = BASE.replace("import math\n", "import functools\nimport math\n", 1)
     assert "entry" in rules(source.replace("def run(A, B, C):", "@functools.cache\ndef run(A, B, C):"))
     assert "decorator" in rules(source.replace("@triton.jit\n", "@functools.cache\n@triton.jit\n", 1))
+
+
+def test_a_configs_pre_hook_is_a_host_function_of_the_file() -> None:
+    """The tutorials fit host TMA descriptors to each config's tile in a pre_hook: a function of the file,
+    whose body is checked as host code, and the descriptor's block shape the one attribute it may set."""
+    hook = "\n\ndef fit(nargs):\n    nargs['desc'].block_shape = [nargs['BLOCK'], 64]\n"
+    tuned = (
+        "@triton.autotune(configs=[triton.Config({'BLOCK': 64}, pre_hook=HOOK)], key=['n'])\n@triton.jit\n"
+    )
+
+    def source(value: str, body: str = hook) -> str:
+        return BASE.replace("@triton.jit\n", tuned.replace("HOOK", value), 1) + body
+
+    assert scan(source("fit")) == []
+    assert "autotune_hook" in rules(source("lambda nargs: None"))
+    assert "autotune_hook" in rules(source("copy_kernel"))
+    assert "host_write" in rules(source("fit", hook.replace(".block_shape", ".data")))
+    assert "tensor_method" in rules(source("fit", hook + "    nargs['C'].zero_()\n"))

@@ -11,10 +11,12 @@ without an alias, no rebinding of torch/triton, no `@`, no dynamic import, no `g
 torch call but `torch.cuda.*`, none of its library-compute method names (matmul, mm, bmm, einsum,
 linear, sdpa, softmax, conv, addmm, baddbmm, addbmm) anywhere, a `run` and a `@triton.jit` kernel.
 Stricter here: only allowed imports, no `getattr`/`exec`/`eval`/dunders at all, host methods from an
-allow-list (no `.to`, `.copy_`, `.sum`, `.item`, ...), no item or attribute writes in host code, only a
-few `torch.cuda` queries (no jiterator, graphs, streams or events), only the Triton host API that
-launching needs, no autotune hooks (they run torch work: `reset_to_zero` zero-fills with torch), no
-launch option that changes the compiler (`ptx_options`, `ir_override`, `extern_libs`), and `run` must
+allow-list (no `.to`, `.copy_`, `.sum`, `.item`, ...), no item or attribute writes in host code but a TMA
+descriptor's `block_shape`, only a few `torch.cuda` queries (no jiterator, graphs, streams or events),
+only the Triton host API that launching needs and the driver's queries, no autotune hooks (they run
+torch work: `reset_to_zero` zero-fills with torch) but a config's `pre_hook` naming a host function of
+the file (checked as host code), `@functools.cache` only on a helper that launches nothing, no launch
+option that changes the compiler (`ptx_options`, `ir_override`, `extern_libs`), and `run` must
 launch one of the file's kernels. Two deliberate differences: a top-level `if __name__ == "__main__":`
 block (a self-test, with no `else`) is not checked, since the evaluator imports the file under a module
 name of its own and the block never runs; and uninitialised allocation (`torch.empty`,
@@ -141,7 +143,12 @@ _JIT_OPTIONS = frozenset({"do_not_specialize", "do_not_specialize_on_alignment",
 _AUTOTUNE_HOOKS = frozenset(
     {"reset_to_zero", "restore_value", "pre_hook", "post_hook", "do_bench", "use_cuda_graph", "cache_results"}
 )  # fmt: skip
+# Config hooks: a pre_hook that names a host function of the file is allowed (its body is host code, checked
+# as such); any other is not.
 _CONFIG_HOOKS = frozenset({"pre_hook", "ir_override"})
+# The one attribute host code may set: a TMA descriptor's block shape, which a config's pre_hook fits to its
+# tile (on a tensor it would only add a Python attribute).
+_HOST_WRITABLE = frozenset({"block_shape"})
 # Launch options that only shape the kernel; the rest (ptx_options, ir_override, extern_libs, debug,
 # arch, ...) change what the compiler is or does.
 LAUNCH_OPTIONS = frozenset(
@@ -305,6 +312,14 @@ class _Checker:
                     f"autotune's {keyword.arg} runs host work around the kernel (a torch fill or copy)",
                 )
 
+    def host_function(self, value: ast.AST) -> bool:
+        """Whether `value` names a top-level host function of the file (not a kernel)."""
+        return (
+            isinstance(value, ast.Name)
+            and value.id in self.module.functions
+            and value.id not in self.module.kernels
+        )
+
     def cached_helpers(self) -> None:
         """A cached helper answers a repeat without running: fine for the SM count or a config list, not for
         a kernel, `run`, or a helper that launches (its repeats would launch nothing)."""
@@ -335,6 +350,8 @@ class _Checker:
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for target in targets:
                 for part in ast.walk(target):
+                    if isinstance(part, ast.Attribute) and part.attr in _HOST_WRITABLE:
+                        continue
                     if isinstance(part, (ast.Attribute, ast.Subscript)) and isinstance(
                         part.ctx, (ast.Store, ast.Del)
                     ):
@@ -451,6 +468,8 @@ class _Checker:
             self.add(node, "jit_placement", f"{name} is used only as a decorator of a top-level function")
         if name == "triton.Config":
             for keyword in node.keywords:
+                if keyword.arg == "pre_hook" and self.host_function(keyword.value):
+                    continue  # a host function of the file, checked as host code: the tutorials' block shapes
                 if keyword.arg in _CONFIG_HOOKS:
                     self.add(keyword, "autotune_hook", f"triton.Config({keyword.arg}=...) is not allowed")
         if isinstance(func, ast.Attribute) and name is None:

@@ -183,7 +183,19 @@ class Launches:
 
     def _autotuned(self, tuner: Autotuner) -> Callable:
         def run(*args: object, grid: object, warmup: bool, **kwargs: object) -> object:
-            return tuner.warmup(*args, grid=grid, **kwargs)  # every (pruned) config, compiled
+            # Every (pruned) config, compiled as a launch would: after its own pre_hook, which may set
+            # what the compile specialises on (a host TMA descriptor's block shape). Triton's own
+            # `warmup` skips the hook.
+            tuner.nargs = dict(zip(tuner.arg_names, args))
+            try:
+                compiled = []
+                for config in tuner.prune_configs(kwargs):
+                    if config.pre_hook is not None:
+                        config.pre_hook({**tuner.nargs, **kwargs, **config.all_kwargs()})
+                    compiled.append(tuner.fn.warmup(*args, grid=grid, **kwargs, **config.all_kwargs()))
+                return compiled
+            finally:
+                tuner.nargs = None
 
         return run
 
