@@ -129,6 +129,7 @@ BAD_CASES = [
     (HOST.format("return triton.runtime.driver.active.utils.load_binary"), "triton_api"),
     (HOST.format("d = triton.runtime.driver.active"), "triton_api"),
     (HOST.format("query = triton.runtime.driver.active.get_current_target"), "triton_api"),
+    ("from triton.runtime import driver\n" + HOST.format("return helper(driver)"), "module_alias"),
     (HOST.format("return copy_kernel.run(A, B, 1, BLOCK=8, grid=(1,), warmup=False)"), "tensor_method"),
     (HOST.format("k = triton.jit(helper)"), "jit_placement"),
     (HOST.format("copy_kernel[(1,)](A, B, 1, BLOCK=8, ptx_options='-O0')"), "launch_option"),

@@ -260,7 +260,8 @@ class _Checker:
 
     def bind_import(self, local: str, target: str) -> None:
         self.module.names[local] = target
-        if target in ALLOWED_MODULES:
+        # The driver is used only through the queries named above, like a module through its attributes.
+        if target in ALLOWED_MODULES or target == "triton.runtime.driver":
             self.module.modules.add(local)
 
     def import_from(self, node: ast.ImportFrom) -> None:
