@@ -37,6 +37,10 @@ def test_the_source_scan_refuses_none(path: Path) -> None:
     assert [f.describe() for f in findings] == []
 
 
+# The corpus kernel the composed tests below add to: plain host code, one wgmma kernel.
+ABI_GUIDE_STYLE = next(path for path in CUDA if path.name == "abi_guide_style.cu")
+
+
 def _evaluate(path: Path, cache: Path, source: str | None = None) -> EvalResult:
     """`path` (or `source` in its place: the kernel with something added) through the static executor."""
     executor = make_executor("static", cache)
@@ -72,7 +76,7 @@ def test_a_kernel_naming_the_runtimes_own_headers_directly_builds_and_passes(
 ) -> None:
     """Older or terser code names what cuda_runtime.h brings in (its math, atomics and intrinsics headers,
     some through crt/): nvcc warns on the internal wrappers, and nothing refuses the kernel."""
-    honest = next(path for path in CUDA if path.name == "abi_guide_style.cu")
+    honest = ABI_GUIDE_STYLE
     headers = (
         "math_functions.h",
         "device_types.h",
@@ -91,7 +95,7 @@ def test_a_kernel_keeping_a_cublas_reference_under_if_0_builds_and_passes(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """A cuBLAS reference switched off with `#if 0` is never compiled: the kernel is not refused for it."""
-    honest = next(path for path in CUDA if path.name == "abi_guide_style.cu")
+    honest = ABI_GUIDE_STYLE
     reference = (
         "#if 0  // the cuBLAS reference this kernel was checked against\n"
         "#include <cublas_v2.h>\n"
@@ -131,7 +135,7 @@ def test_a_kernel_with_host_code_from_across_the_standard_library_builds_and_pas
     """Host code written elsewhere leans on more of the standard library than ours: a reader-writer lock
     around a cache of launched shapes, the rounding mode checked, a calendar-time log line, and a file
     dump left in behind a debug switch (its header included, the dump itself compiled out)."""
-    honest = next(path for path in CUDA if path.name == "abi_guide_style.cu")
+    honest = ABI_GUIDE_STYLE
     host = (
         "#include <bits/stdc++.h>\n"
         "#include <cfenv>\n"
