@@ -133,8 +133,9 @@ def test_a_kernel_with_host_code_from_across_the_standard_library_builds_and_pas
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """Host code written elsewhere leans on more of the standard library than ours: a reader-writer lock
-    around a cache of launched shapes, the rounding mode checked, a calendar-time log line, and a file
-    dump left in behind a debug switch (its header included, the dump itself compiled out)."""
+    around a cache of launched shapes, the rounding mode checked, a calendar-time log line, a layout flag
+    read with <cctype>, and a file dump left in behind a debug switch (its header included, the dump
+    itself compiled out)."""
     honest = ABI_GUIDE_STYLE
     host = (
         "#include <bits/stdc++.h>\n"
@@ -155,6 +156,8 @@ def test_a_kernel_with_host_code_from_across_the_standard_library_builds_and_pas
         "  char stamp[32];\n"
         '  std::strftime(stamp, sizeof stamp, "%T", std::gmtime(&now.tv_sec));\n'
         '  if (std::fegetround() != FE_TONEAREST) fprintf(stderr, "%s: host rounding is not to nearest\\n", stamp);\n'
+        '  const char layout = "nt"[k & 1];\n'
+        "  if (!std::isalpha(layout) || std::toupper(layout) == 'X') fprintf(stderr, \"odd layout %c\\n\", layout);\n"
         "#ifdef GEMM_DUMP_SHAPES\n"
         "  std::ofstream(\"shapes.txt\", std::ios::app) << m << ' ' << n << ' ' << k << '\\n';\n"
         "#endif\n"

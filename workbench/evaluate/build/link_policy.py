@@ -2,9 +2,9 @@
 
 The source scan can be bypassed (a `dlsym` declared by hand, names pasted by the preprocessor); the
 library's dynamic symbol table and machine code cannot. A library may import:
-- from the C library only an allowlist (memory, strings, formatted output, math, time, locks, exit): no dynamic
-  symbol lookup, system calls, other processes or executable memory (`banned`: what a cheater does),
-  and no files, environment or threads (`unsupported`: honest elsewhere, not run here);
+- from the C library only an allowlist (memory, strings, characters, formatted output, math, time, locks,
+  exit): no dynamic symbol lookup, system calls, other processes or executable memory (`banned`: what a
+  cheater does), and no files, environment or threads (`unsupported`: honest elsewhere, not run here);
 - the C++ runtime except file streams, threads and the filesystem library;
 - the CUDA runtime and driver, except their internal export tables and the profiler controls;
 - from TVM-FFI what `tvm_ffi_symbols` allows: the tensor, error, string and object calls its headers
@@ -135,8 +135,26 @@ GLIBC_ALLOWED = frozenset(
         "pthread_key_delete",
         "pthread_getspecific",
         "pthread_setspecific",
-        # Locks and waits on the calling thread (std::shared_mutex, std::timed_mutex, this_thread's yield
-        # and sleep): the same class as the mutex above, and no more than a spin on clock_gettime can do.
+        # Character classes (<cctype>: glibc's tables, or the functions where not inlined).
+        "__ctype_b_loc",
+        "__ctype_tolower_loc",
+        "__ctype_toupper_loc",
+        "tolower",
+        "toupper",
+        "isalnum",
+        "isalpha",
+        "isblank",
+        "iscntrl",
+        "isdigit",
+        "isgraph",
+        "islower",
+        "isprint",
+        "ispunct",
+        "isspace",
+        "isupper",
+        "isxdigit",
+        # Locks and waits on the calling thread (std::shared_mutex, std::timed_mutex, this_thread's id,
+        # yield and sleep): the same class as the mutex above, and no more than a spin on clock_gettime can do.
         "pthread_mutex_trylock",
         "pthread_mutex_timedlock",
         "pthread_mutex_clocklock",
@@ -147,6 +165,8 @@ GLIBC_ALLOWED = frozenset(
         "pthread_rwlock_tryrdlock",
         "pthread_rwlock_trywrlock",
         "pthread_rwlock_unlock",
+        "pthread_self",
+        "pthread_equal",
         "sched_yield",
         "nanosleep",
         "clock_nanosleep",
@@ -308,7 +328,7 @@ def _glibc_denial(name: str) -> tuple[Refusal, str, str] | None:
         Refusal.unsupported,
         (
             "is outside the C library functions a kernel's host code may call here (memory, strings, formatted "
-            "output, math, time, locks, exit)"
+            "output, characters, math, time, locks, exit)"
         ),
         "keep host code to launching kernels and reporting errors",
     )
