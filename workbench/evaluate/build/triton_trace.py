@@ -46,6 +46,7 @@ from triton.runtime.jit import JITFunction
 from workbench.evaluate.build.triton_ban import LAUNCH_OPTIONS
 from workbench.evaluate.gpu import sandbox
 from workbench.evaluate.gpu.inputs import DTYPES
+from workbench.evaluate.gpu.occupancy import LIMITS, SmLimits
 
 MODULE_NAME = "ptxwb_candidate"
 # Uninitialised allocation: no kernel runs. Views (`func.is_view`) pass too.
@@ -57,17 +58,17 @@ MAX_RECORDED = 20
 
 
 class StaticUtils:
-    """The driver's device properties, as the target device answers them (the SM count from the task's
-    device; Hopper and Blackwell alike give a block 227 KiB of shared memory and 64 K registers)."""
+    """The driver's device properties, as the target device answers them: the SM count from the task's
+    device, a block's shared memory and registers from the occupancy calculator's limits for its target."""
 
-    def __init__(self, sms: int) -> None:
-        self.sms = sms
+    def __init__(self, sms: int, limits: SmLimits) -> None:
+        self.sms, self.limits = sms, limits
 
     def get_device_properties(self, device: object = None) -> dict[str, int]:
         return {
             "multiprocessor_count": self.sms,
-            "max_shared_mem": 232448,
-            "max_num_regs": 65536,
+            "max_shared_mem": self.limits.shared_per_block,
+            "max_num_regs": self.limits.registers,  # a block may hold all of an SM's
             "warpSize": 32,
         }
 
@@ -77,7 +78,7 @@ class StaticDriver:
 
     def __init__(self, target: GPUTarget, sms: int) -> None:
         self.target = target
-        self.utils = StaticUtils(sms)
+        self.utils = StaticUtils(sms, LIMITS["hopper" if int(target.arch) < 100 else "blackwell"])
 
     def get_current_device(self) -> int:
         return 0
