@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The hardened verdict on a Hopper host, one step per argument, each with its own time limit, logs under $OUT:
-#   tests       the GPU tests (fault corpus, hostile corpus, honest kernels through every tier)
+#   tests       the GPU tests (fault corpus, hostile corpus, honest kernels through every tier; the context settings)
 #   honest      the honest corpus (CUDA and Triton) through every tier, into honest.log (with each kernel's profiled/timed ratio;
 #               210 s for the 22 CUDA kernels on the H200 at 2bfb18e; the Triton ones build in the run: give it a call of its own)
 #   files       the GPU tests of $TEST_FILES (e.g. tests/gpu/test_gpu_triton.py), into gpu_files.log
@@ -40,7 +40,7 @@ echo "# integrity_h200: $(date -u +%FT%TZ), git ${PTXWB_GIT_SHA:-?}, $(nvidia-sm
 for step in "$@"; do
   case "$step" in
     tests)
-      timeout "${TESTS_S:-420}" python3 -m pytest -m gpu -n 0 -v -s -p no:cacheprovider tests/gpu/test_gpu_eval.py ${PYTEST_K:+-k "$PYTEST_K"} >"$out/gpu_tests.log" 2>&1
+      timeout "${TESTS_S:-420}" python3 -m pytest -m gpu -n 0 -v -s -p no:cacheprovider tests/gpu/test_gpu_eval.py tests/gpu/test_context_settings_gpu.py ${PYTEST_K:+-k "$PYTEST_K"} >"$out/gpu_tests.log" 2>&1
       echo "gpu tests exit $?" | tee -a "$out/summary.log"
       grep -E 'PASSED|FAILED|ERROR|passed|failed' "$out/gpu_tests.log" | tail -45 | tee -a "$out/summary.log" ;;
     honest)

@@ -79,7 +79,7 @@ RUNNER_MESSAGES: list[tuple[dict[str, Any], str | None]] = [
     ({"ok": True, "baselines": ["cuBLAS"], "empty_call": True}, "timing_start"),
     ({"armed": True, "changed": []}, "timing_prepare"),
     ({"done": True}, "timing_call"),
-    ({"trace": {}, "changed": [], "l2_flush_bytes": 0}, "timing_end"),
+    ({"trace": {}, "changed": [], "l2_flush_bytes": 0, "settings_set_aside": []}, "timing_end"),
     ({"failed": "RuntimeError: CUDA error", "during": "call"}, "call"),
     ({"error": "unknown command 'fly'"}, "load"),
 ]

@@ -304,6 +304,7 @@ def _sources() -> dict[str, str]:
         sources[name] = compose(name, parts, defines)
     sources["content_cache"] = compose("content_cache", ("wgmma",))
     sources["persisting_l2"] = compose("persisting_l2", ("wgmma",))
+    sources["context_settings"] = compose("context_settings", ("wgmma",))
     sources["load_hog"] = compose("load_hog", ("door", "wgmma"))
     return sources
 
@@ -416,6 +417,23 @@ def test_nothing_a_call_sets_aside_in_l2_reaches_the_next_call(runner: Runner, l
     assert stages["correctness"]["status"] == "passed", stages["correctness"]["message"]
     assert stages["timing"]["status"] == "passed", stages["timing"]["message"]
     assert stages["timing"]["calls_checked"] == stages["timing"]["iterations"]
+
+
+def test_the_baselines_run_under_the_contexts_settings_and_the_candidate_under_its_own(
+    runner: Runner, libraries
+) -> None:
+    """The kernel leaves the cache split, the L2 fetch granularity, the stack size and a streaming window
+    on its stream set against the next kernel, and answers wrong when it finds its own settings gone: it
+    passes only because the runner gives them back before each of its calls, and the verdict names what
+    was set back for the baselines' calls."""
+    stages = evaluate(runner, libraries["context_settings"], spec_for())
+    print({k: (v["status"], v.get("message", "")[:200]) for k, v in stages.items()})
+    assert stages["correctness"]["status"] == "passed", stages["correctness"]["message"]
+    timing = stages["timing"]
+    assert timing["status"] == "passed", timing["message"]
+    assert {"cache preference", "L2 fetch granularity", "stack size", "access policy window"} <= set(
+        timing["settings_set_aside"]
+    ), timing["settings_set_aside"]
 
 
 def test_a_librarys_load_puts_no_gpu_work_beside_the_timed_calls(runner: Runner, libraries) -> None:

@@ -272,6 +272,11 @@ def timing_lines(stage: TimingStage) -> list[str]:
         lines.append(
             f"{stage.method} timestamps, {stage.warmup} warm-up + {stage.iterations} timed iterations{flush}{checked}"
         )
+    if stage.settings_set_aside:
+        lines.append(
+            f"the candidate changed the context's {', '.join(stage.settings_set_aside)}: set back for the "
+            "baselines' calls, given back for its own"
+        )
     if stage.candidate is not None:
         lines.append(_stats(stage.candidate))
     lines.extend(_stats(baseline) for baseline in stage.baselines)

@@ -225,6 +225,11 @@ class TimingStage(StageBase):
     warmup: int = 10
     iterations: int = 50
     l2_flush_bytes: int | None = None
+    settings_set_aside: list[str] = Field(
+        default_factory=list,
+        description="context or stream settings the candidate changed: its calls ran under its own, the "
+        "baselines' under the context's initial ones",
+    )
     candidate: TimingStats | None = None
     baselines: list[TimingStats] = Field(default_factory=list)
     speedup: float | None = Field(default=None, description="primary baseline median / candidate median")

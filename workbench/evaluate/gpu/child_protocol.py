@@ -117,6 +117,7 @@ class TimingEnded(TypedDict):
     trace: dict[str, Any]
     changed: list[str]
     l2_flush_bytes: int
+    settings_set_aside: list[str]  # context settings the candidate changed, put back for the baselines
 
 
 class RunnerFailed(TypedDict):

@@ -46,6 +46,7 @@ import torch
 from workbench.evaluate.gpu import eager_kernels, sandbox
 from workbench.evaluate.gpu.baselines import Baseline, input_buffers, make_baselines
 from workbench.evaluate.gpu.child_protocol import decode_runner
+from workbench.evaluate.gpu.context_settings import ContextSettings
 from workbench.evaluate.gpu.exchange import Exporter
 from workbench.evaluate.gpu.fingerprint import changes, fingerprint
 from workbench.evaluate.gpu.inputs import fill_inputs, fill_poison, make_outputs, scalar_inputs
@@ -62,6 +63,7 @@ FAULT_POLL_S = 1e-3  # how often a timed call's wait asks whether the call fault
 HARNESS_MODULES = (
     "workbench.evaluate.gpu.runner",
     "workbench.evaluate.gpu.l2_reset",
+    "workbench.evaluate.gpu.context_settings",
     "workbench.evaluate.gpu.kernel_trace",
     "workbench.evaluate.gpu.fingerprint",
     "workbench.evaluate.gpu.isolation",
@@ -247,6 +249,9 @@ class Runner:
                 baseline.clear()
         self.flush = torch.empty(l2_flush_bytes(self.device), dtype=torch.uint8, device=self.device)
         self.persisting = PersistingL2(self.device)
+        # Read before the candidate's library is loaded: its constructors run then.
+        stream = torch.cuda.current_stream().cuda_stream if self.device != "cpu" else 0
+        self.settings = ContextSettings(self.device, stream)
         self.marker = torch.zeros(1, dtype=torch.int32, device=self.device)
         if self.device != "cpu":
             self.landed = torch.full((1,), -1, dtype=torch.int32, pin_memory=True)
@@ -312,6 +317,7 @@ class Runner:
     def prepare(self, request: dict) -> dict:
         self.sets[request["set"]].refresh(int(request["seed"]), fast=False)
         self.synchronize()
+        self.settings.for_candidate()
         self._reset_l2()
         return {"ok": True}
 
@@ -349,6 +355,11 @@ class Runner:
                 baseline = self.baselines[int(entrant)]
                 fill_inputs(self.spec, baseline.inputs, seed, fast=True)
                 baseline.prepare()
+        # Each entrant under its own context settings (context_settings.py), set between its calls.
+        if entrant == "candidate":
+            self.settings.for_candidate()
+        else:
+            self.settings.for_baseline()
         self._reset_l2()
         with self.trace.window("flush"):
             self.flush.zero_()
@@ -394,6 +405,7 @@ class Runner:
             "trace": self.trace.raw(),
             "changed": self.changed(everything=True),
             "l2_flush_bytes": self.flush.numel(),
+            "settings_set_aside": sorted(self.settings.changed),
         }
 
     HANDLERS: ClassVar[dict] = {
