@@ -10,9 +10,11 @@ PTXBench's Triton rules are the floor: no CUTLASS/CuTe DSL import, no `from torc
 without an alias, no rebinding of torch/triton, no `@`, no dynamic import, no `getattr` on torch, no
 torch call but `torch.cuda.*`, none of its library-compute method names (matmul, mm, bmm, einsum,
 linear, sdpa, softmax, conv, addmm, baddbmm, addbmm) anywhere, a `run` and a `@triton.jit` kernel.
-Stricter here: only allowed imports, no `getattr`/`exec`/`eval`/dunders at all, host methods from an
-allow-list (no `.to`, `.copy_`, `.sum`, `.item`, ...), no item or attribute writes in host code but a TMA
-descriptor's `block_shape`, only a few `torch.cuda` queries (no jiterator, graphs, streams or events),
+Stricter here: only allowed imports, no `getattr`/`exec`/`eval`/dunders (but `__name__` read, and an
+export list `__all__` of strings), host methods from an allow-list (no `.to`, `.copy_`, `.sum`, `.item`,
+...; a logger's report methods are among them, `logging.getLogger` and `warnings.warn` the one call of
+each reporting module), `@torch.no_grad`/`inference_mode` only on host functions, no item or attribute
+writes in host code but a TMA descriptor's `block_shape`, only a few `torch.cuda` queries (no jiterator, graphs, streams or events),
 only the Triton host API that launching needs and the driver's queries, no autotune hooks (they run
 torch work: `reset_to_zero` zero-fills with torch) but a config's `pre_hook` naming a host function of
 the file (checked as host code), `@functools.cache` only on a helper that launches nothing, no launch
@@ -60,6 +62,8 @@ ALLOWED_MODULES = frozenset(
         "typing",
         "itertools",
         "functools",
+        "warnings",
+        "logging",
     }
 )
 # `from M import name` where M is one of these: None = any name of it.
@@ -75,7 +79,12 @@ ALLOWED_FROM: dict[str, frozenset[str] | None] = {
     "triton.language.extra.cuda": frozenset({"libdevice"}),
     "triton.tools.tensor_descriptor": frozenset({"TensorDescriptor"}),
     "triton.runtime": frozenset({"driver"}),
+    "warnings": frozenset({"warn"}),
+    "logging": frozenset({"getLogger"}),
 }
+# From the modules that only report, the one call each: a warning, or a logger (whose report methods are
+# host methods below); not their filters, handlers or configuration, which reach files and the harness's.
+_REPORTING = frozenset({"warnings.warn", "logging.getLogger"})
 # Modules that are doors (loading code, other processes, memory, the interpreter's insides, another GPU
 # API, torch's or Triton's internals): importing one is `banned`. Any other module off the list is an
 # honest import this workbench does not run (`unsupported`: numpy, os's environment toggles, time).
@@ -91,8 +100,11 @@ _DSL_ROOTS = frozenset({"cutlass", "cute", "nvidia_cutlass_dsl"})
 # torch calls that compute nothing: uninitialised allocation and metadata.
 TORCH_CALLS = frozenset(
     {"torch.empty", "torch.empty_like", "torch.empty_strided", "torch.device", "torch.finfo", "torch.iinfo",
-     "torch.Size"}
+     "torch.Size", "torch.no_grad", "torch.inference_mode"}
 )  # fmt: skip
+# Grad modes: a context or a decorator that only turns autograd's recording off for what it wraps (the
+# candidate's inputs need none), restored on the way out.
+_GRAD_MODES = frozenset({"torch.no_grad", "torch.inference_mode"})
 # torch.cuda queries a launch may need; the rest of torch.cuda (jiterator, graphs, streams, events,
 # memory, cudart) is not allowed.
 TORCH_CUDA_CALLS = frozenset(
@@ -120,7 +132,8 @@ HOST_METHODS = frozenset(
      "as_strided", "unflatten", "flatten", "narrow", "select", "split", "chunk", "unbind", "contiguous",
      "detach", "new_empty", "new_empty_strided",
      "append", "extend", "insert", "pop", "index", "count", "items", "keys", "values", "get", "setdefault",
-     "update", "copy", "format", "join", "bit_length"}
+     "update", "copy", "format", "join", "bit_length",
+     "debug", "info", "warning", "error", "critical", "exception"}
 )  # fmt: skip
 # The names PTXBench rejects as library compute wherever they are called (`tl.softmax` included).
 LIBRARY_COMPUTE = frozenset(
@@ -296,11 +309,14 @@ class _Checker:
         if name in _CACHING_DECORATORS:
             self.module.cached.append((function, decorator))
             return
+        if name in _GRAD_MODES and not any(self.is_jit(d) for d in function.decorator_list):
+            return
         if name not in ("triton.jit", "triton.autotune", "triton.heuristics"):
             self.add(
                 decorator,
                 "decorator",
-                "only @triton.jit, @triton.autotune, @triton.heuristics and, on a helper, @functools.cache",
+                "only @triton.jit, @triton.autotune, @triton.heuristics, @torch.no_grad and, on a helper, "
+                "@functools.cache",
             )
             return
         for keyword in call.keywords if call else []:
@@ -367,6 +383,8 @@ class _Checker:
             self.import_binding(node)
 
     def name(self, node: ast.Name) -> None:
+        if node.id == "__name__" and isinstance(node.ctx, ast.Load):
+            return  # the module's name, read (a logger's name): a string, not the interpreter's insides
         if _DUNDER.match(node.id):
             self.add(node, "dunder", f"`{node.id}` is not allowed (dunder names reach the interpreter)")
         elif node.id in _ATTRIBUTE_BY_NAME:
@@ -430,6 +448,13 @@ class _Checker:
             self.torch_reference(node, full, called)
         elif full in TRITON_DRIVER_QUERIES and called:
             return
+        elif full.split(".")[0] in ("warnings", "logging"):
+            if full not in _REPORTING or not called:
+                self.add(
+                    node,
+                    "reporting_api",
+                    f"{full}: from {full.split('.')[0]} only {_reporting()} are allowed",
+                )
         elif full.startswith("typing.") and full.split(".")[1] not in TYPING_NAMES:
             self.add(node, "typing_api", f"{full} is not one of typing's names for annotations")
         elif full.startswith(_TRITON_TOOLS):
@@ -444,6 +469,8 @@ class _Checker:
 
     def torch_reference(self, node: ast.AST, full: str, called: bool) -> None:
         parts = full.split(".")
+        if full in _GRAD_MODES and isinstance(self.parents.get(node), ast.FunctionDef):
+            return  # a bare @torch.no_grad, judged with the other decorators
         if called:
             if full in TORCH_CALLS or (
                 len(parts) == 3 and parts[1] == "cuda" and parts[2] in TORCH_CUDA_CALLS
@@ -522,8 +549,8 @@ class _Checker:
         if run is None:
             self.add(self.tree, "entry", "the file defines no top-level `def run(...)`")
             return
-        if run.decorator_list:
-            self.add(run, "entry", "`run` is a plain host function, not decorated")
+        if any(self.module.resolve(_decorated(d)) not in _GRAD_MODES for d in run.decorator_list):
+            self.add(run, "entry", "`run` is a plain host function, decorated at most by @torch.no_grad")
             return
         if self.module.kernels and not self.launches_from(run):
             self.add(
@@ -551,10 +578,30 @@ class _Checker:
         return False
 
 
+def _decorated(decorator: ast.AST) -> ast.AST:
+    """What a decorator names: `f` of `@f` and of `@f(...)`."""
+    return decorator.func if isinstance(decorator, ast.Call) else decorator
+
+
+def _reporting() -> str:
+    return " and ".join(f"{name}(...)" for name in sorted(_REPORTING))
+
+
 def _calls(function: ast.FunctionDef) -> Iterator[ast.Call]:
     for node in ast.walk(function):
         if isinstance(node, ast.Call):
             yield node
+
+
+def _export_list(statement: ast.stmt) -> bool:
+    """`__all__ = [...]` (or a tuple) of string constants at the top level: the names a star import would
+    take, which only a star import reads."""
+    return (
+        isinstance(statement, ast.Assign)
+        and [getattr(target, "id", None) for target in statement.targets] == ["__all__"]
+        and isinstance(statement.value, (ast.List, ast.Tuple))
+        and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in statement.value.elts)
+    )
 
 
 def _main_guard(statement: ast.stmt) -> bool:
@@ -576,12 +623,15 @@ def _main_guard(statement: ast.stmt) -> bool:
 
 def scan(source: str) -> list[BanFinding]:
     """Every ban finding in a Triton candidate, in line order (a syntax error is the one finding). A
-    top-level main guard's block is left out: it is not the candidate's code when judged."""
+    top-level main guard's block is left out: it is not the candidate's code when judged; so is an export
+    list, which only a star import reads."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         line = exc.lineno or 1
         text = (exc.text or "").strip()
         return [BanFinding(line, "syntax", text, f"not valid Python: {exc.msg}")]
-    tree.body = [statement for statement in tree.body if not _main_guard(statement)]
+    tree.body = [
+        statement for statement in tree.body if not (_main_guard(statement) or _export_list(statement))
+    ]
     return _Checker(source, tree).check()
