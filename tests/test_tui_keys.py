@@ -77,6 +77,8 @@ async def test_keys_that_can_do_nothing_leave_the_footer_once_a_live_session_end
         await until(pilot, lambda: {"step", "auto", "message"} <= footer_actions(app))
         await pilot.press("a")
         await until(pilot, lambda: driver.end is not None)
+        # The footer is composed again when the session ends: wait for the new one, not a half-built one.
+        await until(pilot, lambda: {"fork", "previous_turn", "help", "quit"} <= footer_actions(app))
         await until(pilot, lambda: "step" not in footer_actions(app))
         shown = footer_actions(app)
         assert not shown & {"step", "auto", "approve", "edit", "message", "toggle_pause"}, shown
