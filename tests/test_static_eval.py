@@ -387,9 +387,10 @@ def test_a_static_tier_that_could_not_read_the_sass_reports_no_missing_family() 
 
 
 @needs_nvcc
-def test_a_kernel_for_another_task_is_an_abi_mismatch_before_anything_runs(tmp_path: Path) -> None:
+def test_a_kernel_for_another_task_is_an_abi_mismatch_before_anything_runs(cache: Path) -> None:
+    # The run's shared cache: the ABI is checked against the task after the build, cached or not.
     source = (Path(__file__).parent.parent / "references" / "attention" / "mha_fwd_d128.cu").read_text()
-    executor = make_executor("static", tmp_path)
+    executor = make_executor("static", cache)
     result = asyncio.run(
         executor.evaluate(EvalRequest(task="gemm_n7168_k5120", target="hopper", source=source))
     )
