@@ -47,6 +47,12 @@ def test_a_candidates_settings_are_set_back_for_a_baseline_and_given_back_for_it
     assert driver.cuCtxSetLimit(ctypes.c_int(LIMITS["L2 fetch granularity"]), ctypes.c_size_t(32)) == 0
     assert driver.cuCtxSetLimit(ctypes.c_int(LIMITS["stack size"]), ctypes.c_size_t(8192)) == 0
     assert driver.cuCtxSetCacheConfig(ctypes.c_uint(CU_FUNC_CACHE_PREFER_SHARED)) == 0
+    if "scheduling flags" in initial:  # how the host waits: blocking sync, or spin where that was set
+        flags = ctypes.c_uint()
+        assert driver.cuCtxGetFlags(ctypes.byref(flags)) == 0
+        waiting = 0x01 if flags.value & SCHED_MASK == 0x04 else 0x04
+        assert driver.cuCtxSetFlags(ctypes.c_uint((flags.value & ~SCHED_MASK) | waiting)) == 0
+        changing.add("scheduling flags")
     window = _window(operand.data_ptr(), operand.numel())
     code = driver.cuStreamSetAttribute(
         ctypes.c_void_p(stream), ctypes.c_int(STREAM_ATTRIBUTES["access policy window"]), window

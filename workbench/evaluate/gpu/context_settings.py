@@ -33,6 +33,9 @@ STREAM_ATTRIBUTES = {
     "memory sync domain": 10,
 }
 ATTRIBUTE_BYTES = 64  # CUlaunchAttributeValue: a union padded to 64 bytes
+# cuda.h, CU_CTX_SCHED_MASK: of the context's flags, only how the host waits is a setting here (the rest,
+# such as mapped host memory, are the context's from its creation and may not be set again).
+SCHED_MASK = 0x07
 
 Settings = dict[str, bytes]  # each setting's value as the driver gives it
 
@@ -88,11 +91,13 @@ class ContextSettings:
             code = driver.cuStreamGetAttribute(self._stream, ctypes.c_int(STREAM_ATTRIBUTES[name]), value)
             return value.raw if code == 0 else None
         word = ctypes.c_uint()
-        getter = "cuCtxGetCacheConfig" if name == "cache preference" else "cuCtxGetFlags"
-        function = getattr(driver, getter, None)
-        if function is None:
+        if name == "cache preference":
+            return bytes(word) if driver.cuCtxGetCacheConfig(ctypes.byref(word)) == 0 else None
+        if not hasattr(driver, "cuCtxSetFlags"):  # before CUDA 12.1: the flags cannot be set, nor set back
             return None
-        return bytes(word) if function(ctypes.byref(word)) == 0 else None
+        if driver.cuCtxGetFlags(ctypes.byref(word)) != 0:
+            return None
+        return bytes(ctypes.c_uint(word.value & SCHED_MASK))
 
     def _apply(self, settings: Settings) -> None:
         """Each setting that differs from `settings` set to it; a driver that refuses one is said."""
@@ -110,9 +115,13 @@ class ContextSettings:
                 code = driver.cuStreamSetAttribute(
                     self._stream, ctypes.c_int(STREAM_ATTRIBUTES[name]), buffer
                 )
+            elif name == "cache preference":
+                code = driver.cuCtxSetCacheConfig(ctypes.c_uint.from_buffer_copy(wanted))
             else:
-                setter = "cuCtxSetCacheConfig" if name == "cache preference" else "cuCtxSetFlags"
-                code = getattr(driver, setter)(ctypes.c_uint.from_buffer_copy(wanted))
+                flags = ctypes.c_uint()
+                code = driver.cuCtxGetFlags(ctypes.byref(flags))
+                scheduling = ctypes.c_uint.from_buffer_copy(wanted).value
+                code = code or driver.cuCtxSetFlags(ctypes.c_uint((flags.value & ~SCHED_MASK) | scheduling))
             if code:
                 raise RuntimeError(
                     f"setting the context's {name} back between calls failed (CUresult {code})"
