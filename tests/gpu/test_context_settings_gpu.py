@@ -10,6 +10,7 @@ import pytest
 from workbench.evaluate.gpu.context_settings import (
     ATTRIBUTE_BYTES,
     LIMITS,
+    SCHED_MASK,
     STREAM_ATTRIBUTES,
     ContextSettings,
 )
