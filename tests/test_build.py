@@ -220,6 +220,8 @@ def test_hidden_vendor_symbol_is_caught_at_the_link(cache: Path) -> None:
         ("__ctype_b_loc@GLIBC_2.3", True),
         ("__ctype_toupper_loc@GLIBC_2.3", True),
         ("pthread_self@GLIBC_2.2.5", True),
+        ("_ZNSt6thread20hardware_concurrencyEv@GLIBCXX_3.4", True),
+        ("_ZNSt6thread6_StateD2Ev@GLIBCXX_3.4.22", False),
         ("__printf_chk@GLIBC_2.3.4", True),
         ("expf@GLIBC_2.27", True),
         ("TVMFFIErrorSetRaisedFromCStr", True),

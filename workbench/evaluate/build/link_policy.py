@@ -194,6 +194,8 @@ _MATH = re.compile(
 )
 _CXX_FILES = re.compile(r"filebuf|fstream|basic_file|10filesystem|12__basic_file")
 _CXX_THREADS = re.compile(r"6thread|this_thread")
+# Of std::thread's own symbols, the one that starts nothing: the host's CPU count (a pool size in a log).
+_CXX_THREAD_QUERIES = frozenset({"_ZNSt6thread20hardware_concurrencyEv"})
 _CUDA_EXPORT_TABLE = re.compile(r"^(cuda|cu)GetExportTable")
 _CUDA_PROFILER = re.compile(r"^(cuda|cu)Profiler(Start|Stop|Initialize)")
 _LINKER_NOISE = frozenset({"__gmon_start__", "_ITM_registerTMCloneTable", "_ITM_deregisterTMCloneTable"})
@@ -342,7 +344,7 @@ def _rule(name: str, version: str) -> tuple[Refusal, str, str] | None:
     if version.startswith(("GLIBCXX_", "CXXABI_", "GCC_")):
         if _CXX_FILES.search(name):
             return Refusal.unsupported, "opens files (file streams, std::filesystem)", _STDERR
-        if _CXX_THREADS.search(name):
+        if _CXX_THREADS.search(name) and name not in _CXX_THREAD_QUERIES:
             return Refusal.unsupported, "starts threads (std::thread)", "launch more blocks or streams"
         return None
     if version.startswith("libcudart.so") or _CUDA_NAME.match(name):
