@@ -14,8 +14,8 @@ Stricter here: only allowed imports, no `getattr`/`exec`/`eval`/dunders (but `__
 export list `__all__` of strings), host methods from an allow-list (no `.to`, `.copy_`, `.sum`, `.item`,
 ...; a logger's report methods are among them, `logging.getLogger` and `warnings.warn` the one call of
 each reporting module), `@torch.no_grad`/`inference_mode` only on host functions, no item or attribute
-writes in host code but a TMA descriptor's `block_shape`, only a few `torch.cuda` queries (no jiterator, graphs, streams or events),
-only the Triton host API that launching needs and the driver's queries, no autotune hooks (they run
+writes in host code but a TMA descriptor's `block_shape`, only a few `torch.cuda` queries (no jiterator,
+graphs, streams or events), only the Triton host API that launching needs and the driver's queries, no autotune hooks (they run
 torch work: `reset_to_zero` zero-fills with torch) but a config's `pre_hook` naming a host function of
 the file (checked as host code), `@functools.cache` only on a helper that launches nothing, no launch
 option that changes the compiler (`ptx_options`, `ir_override`, `extern_libs`), and `run` must
@@ -85,6 +85,7 @@ ALLOWED_FROM: dict[str, frozenset[str] | None] = {
 # From the modules that only report, the one call each: a warning, or a logger (whose report methods are
 # host methods below); not their filters, handlers or configuration, which reach files and the harness's.
 _REPORTING = frozenset({"warnings.warn", "logging.getLogger"})
+_REPORTING_MODULES = frozenset(name.split(".")[0] for name in _REPORTING)
 # Modules that are doors (loading code, other processes, memory, the interpreter's insides, another GPU
 # API, torch's or Triton's internals): importing one is `banned`. Any other module off the list is an
 # honest import this workbench does not run (`unsupported`: numpy, os's environment toggles, time).
@@ -448,7 +449,7 @@ class _Checker:
             self.torch_reference(node, full, called)
         elif full in TRITON_DRIVER_QUERIES and called:
             return
-        elif full.split(".")[0] in ("warnings", "logging"):
+        elif full.split(".")[0] in _REPORTING_MODULES:
             if full not in _REPORTING or not called:
                 self.add(
                     node,

@@ -65,7 +65,7 @@ class ContextSettings:
     def for_candidate(self) -> None:
         """Before the candidate's call: the settings it left at its last call, where a baseline's came between."""
         if self.candidates is not None:
-            self._apply(self.candidates)
+            self._apply(self.candidates, self.read())
             self.candidates = None
 
     def for_baseline(self) -> None:
@@ -77,7 +77,7 @@ class ContextSettings:
         if differing:
             self.changed |= differing
             self.candidates = now
-            self._apply(self.initial)
+            self._apply(self.initial, now)
 
     def _read_one(self, name: str) -> bytes | None:
         driver = self._driver
@@ -99,11 +99,12 @@ class ContextSettings:
             return None
         return bytes(ctypes.c_uint(word.value & SCHED_MASK))
 
-    def _apply(self, settings: Settings) -> None:
-        """Each setting that differs from `settings` set to it; a driver that refuses one is said."""
+    def _apply(self, settings: Settings, now: Settings) -> None:
+        """Each setting whose value `now` differs from `settings` set to it; a driver that refuses one is
+        said."""
         driver = self._driver
         assert driver is not None
-        for name, value in self.read().items():
+        for name, value in now.items():
             wanted = settings.get(name)
             if wanted is None or wanted == value:
                 continue

@@ -317,12 +317,16 @@ class Runner:
     def prepare(self, request: dict) -> dict:
         self.sets[request["set"]].refresh(int(request["seed"]), fast=False)
         self.synchronize()
-        self.settings.for_candidate()
-        self._reset_l2()
+        self._ready_for("candidate")
         return {"ok": True}
 
-    def _reset_l2(self) -> None:
-        # Nothing a call set aside in L2 reaches the next one (l2_reset.py); a driver that refuses is said.
+    def _ready_for(self, entrant: str) -> None:
+        """Before `entrant`'s call: its own context settings (context_settings.py), and nothing a call set
+        aside in L2 left for it (l2_reset.py); a driver that refuses is said."""
+        if entrant == "candidate":
+            self.settings.for_candidate()
+        else:
+            self.settings.for_baseline()
         code = self.persisting.reset()
         if code:
             raise RuntimeError(f"resetting the persisting L2 before a call failed (CUresult {code})")
@@ -355,12 +359,7 @@ class Runner:
                 baseline = self.baselines[int(entrant)]
                 fill_inputs(self.spec, baseline.inputs, seed, fast=True)
                 baseline.prepare()
-        # Each entrant under its own context settings (context_settings.py), set between its calls.
-        if entrant == "candidate":
-            self.settings.for_candidate()
-        else:
-            self.settings.for_baseline()
-        self._reset_l2()
+        self._ready_for(entrant)
         with self.trace.window("flush"):
             self.flush.zero_()
         self.synchronize()

@@ -229,8 +229,12 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
     parts.update({f"checks.{part}": round(seconds, 4) for part, seconds in rounds.check_parts.items()})
     parts.update({f"counters.{part}": round(seconds, 4) for part, seconds in rounds.counter_parts.items()})
     parts.update({f"gap.{entrant}": round(seconds, 6) for entrant, seconds in rounds.gaps.items()})  # us
-    stage.update(warmup=rounds.rounds, l2_flush_bytes=ended.get("l2_flush_bytes"), parts_s=parts)
-    stage["settings_set_aside"] = ended.get("settings_set_aside") or []
+    stage.update(
+        warmup=rounds.rounds,
+        l2_flush_bytes=ended.get("l2_flush_bytes"),
+        settings_set_aside=ended.get("settings_set_aside") or [],
+        parts_s=parts,
+    )
     _record_checked(stage, checked, bad)
     session.timed_calls = [window.kernels for window in trace.labelled("call:candidate")]
     for note in session.notes:
