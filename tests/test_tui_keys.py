@@ -106,7 +106,8 @@ async def test_back_from_a_replay_opened_at_home(tmp_path: Path, key: str) -> No
     app = WorkbenchApp(lambda: HomeScreen([tmp_path]), theme="textual-dark")
     async with app.run_test(size=SIZE) as pilot:
         await open_session_from_home(app, pilot, tmp_path)
-        assert "back" in footer_actions(app)
+        # The new screen's footer is composed after the screen: wait for it, not a half-built one.
+        await until(pilot, lambda: "back" in footer_actions(app))
         await pilot.press(key)
         await until(pilot, lambda: isinstance(app.screen, HomeScreen))
         assert app.is_running
