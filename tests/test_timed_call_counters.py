@@ -269,7 +269,7 @@ def test_a_step_of_the_hosts_clock_during_a_call_leaves_its_bracket_on_its_sampl
     collector = _StandInCollector()
     counters.collector, counters.reader = collector, CollectorDecode(collector)
     step = [0]  # CUPTI's clock less the realtime clock: the realtime clock steps back 10 ms mid-call
-    counters.clock = lambda: time.time_ns() + step[0]
+    counters.clock_offset = lambda: step[0]
     counters.start()
     step[0] = 10_000_000
     # Read in the stepped clock, the bracket's end lies before its start; each end mapped by the offset

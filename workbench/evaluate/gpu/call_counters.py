@@ -81,7 +81,8 @@ class CallCounters:
         # CUPTI's clock (its samples' timestamps) against the realtime clock a bracket is read in, read
         # at each call's start and again at its stop: each end of a bracket is mapped by the offset read
         # nearest it, so a step of the host's clock during the call does not move the bracket off it.
-        self.clock: Callable[[], int] = time.time_ns
+        # Without CUPTI the samples' clock is the realtime clock itself.
+        self.clock_offset: Callable[[], int] = lambda: 0
         self.offset_ns = 0  # CUPTI's clock less the realtime clock, at the last start
         self.bracket = (0, 0)  # the last stopped call's, in CUPTI's clock, widened by an interval
         self.begun = 0.0  # when the window's start was asked
@@ -122,7 +123,7 @@ class CallCounters:
         self.collector = collector
         import cupti.cupti as api
 
-        self.clock = api.get_timestamp
+        self.clock_offset = lambda: api.get_timestamp() - time.time_ns()
 
     def start(self) -> None:
         self.await_read()  # the last call's read is done with the collector
@@ -138,7 +139,7 @@ class CallCounters:
             self.why = f"a call's sampling could not be started ({type(exc).__name__}: {str(exc)[:160]})"
             return
         self.window_open = True
-        self.offset_ns = self.clock() - time.time_ns()
+        self.offset_ns = self.clock_offset()
         self.parts_s = {"start": time.perf_counter() - self.begun}
 
     def stop(self, began_ns: int, ended_ns: int) -> dict[str, float]:
@@ -148,7 +149,7 @@ class CallCounters:
 
     def halt(self, began_ns: int, ended_ns: int) -> bool:
         """The window ended once the call's last sample is taken: False where sampling failed."""
-        margin, offset_ns = self.interval_ns, self.clock() - time.time_ns()
+        margin, offset_ns = self.interval_ns, self.clock_offset()
         self.bracket = (began_ns + self.offset_ns - margin, ended_ns + offset_ns + margin)
         if self.collector is None or self.reader is None or not self.window_open:
             return False
