@@ -344,3 +344,86 @@ def test_a_configs_pre_hook_is_a_host_function_of_the_file() -> None:
     assert "autotune_hook" in rules(source("copy_kernel"))
     assert "host_write" in rules(source("fit", hook.replace(".block_shape", ".data")))
     assert "tensor_method" in rules(source("fit", hook + "    nargs['C'].zero_()\n"))
+
+
+# The wrapper of Triton's tutorials around the base's kernel: an autograd Function whose forward launches.
+AUTOGRAD = (
+    "\n\nclass _Copy(torch.autograd.Function):\n"
+    "    '''The base's copy, through autograd.'''\n\n"
+    "    @staticmethod\n"
+    "    def forward(ctx, A, C):\n"
+    "        ctx.save_for_backward(A)\n"
+    "        ctx.n = C.numel()\n"
+    "        copy_kernel[(triton.cdiv(ctx.n, 1024),)](A, C, ctx.n, BLOCK=1024)\n"
+    "        return C\n\n"
+    "    @staticmethod\n"
+    "    def backward(ctx, grad):\n"
+    "        (A,) = ctx.saved_tensors\n"
+    "        return torch.empty_like(A), None\n"
+)
+THROUGH_APPLY = BASE.replace("def run(A, B, C):", "def unused(A, B, C):") + AUTOGRAD
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "\n\ndef run(A, B, C):\n    _Copy.apply(A, C)\n",
+        "\n\ncopy = _Copy.apply\n\n\ndef run(A, B, C):\n    copy(A, C)\n",
+        "\n\ndef run(A, B, C):\n    _Copy.forward(None, A, C)\n",
+    ],
+)
+def test_an_autograd_functions_forward_launches_for_run(entry: str) -> None:
+    assert scan(THROUGH_APPLY + entry) == []
+
+
+def test_records_of_constant_fields_pass() -> None:
+    records = BASE.replace("import math\n", "import math\nfrom dataclasses import dataclass\n", 1) + (
+        "\n\n@dataclass(frozen=True, slots=True)\nclass Tile:\n    '''A tile.'''\n\n    m: int = 128\n"
+        "    k: int = -64\n    dtype: torch.dtype = torch.bfloat16\n    shape: tuple = (1, 2)\n    name: str\n"
+        "\n\nclass Launch(typing.NamedTuple):\n    warps: int = 8\n\n\nTILE = Tile(name='t')\n"
+    )
+    assert scan(records) == []
+    assert scan(records.replace("@dataclass(frozen=True, slots=True)", "@dataclass")) == []
+
+
+CLASS_CASES = [
+    # not a kind of class a candidate may write
+    "class Fake:\n    pass",
+    "class Sub(int):\n    pass",
+    "class Meta(torch.autograd.Function, metaclass=type):\n    pass",
+    "def helper():\n    class Inner(torch.autograd.Function):\n        pass\n    return Inner",
+    # an autograd Function's body: static methods only
+    AUTOGRAD.replace("    '''The base's copy, through autograd.'''\n", "    cache = {}\n"),
+    AUTOGRAD.replace("    @staticmethod\n    def backward", "    def backward"),
+    AUTOGRAD.replace("    @staticmethod\n    def backward", "    @staticmethod\n    @torch.compile\n    def backward"),
+    "@torch.no_grad\n" + AUTOGRAD.lstrip("\n"),
+    # a record's fields: constants only, no methods, no other decorator
+    "from dataclasses import dataclass\n\n@dataclass\nclass R:\n    x: int = len('ab')",
+    "from dataclasses import dataclass\n\n@dataclass\nclass R:\n    x: int = 1\n\n    def twice(self):\n        return 2",
+    "from dataclasses import dataclass\n\n@dataclass(init=len('x'))\nclass R:\n    x: int = 1",
+    "from dataclasses import dataclass\n\n@dataclass\n@functools.cache\nclass R:\n    x: int = 1",
+    "class R(typing.NamedTuple):\n    x: int = 1\n    y = 2",
+    "import dataclasses\n\n\ndef helper(A):\n    return dataclasses.replace(A, x=1)",
+]
+
+
+@pytest.mark.parametrize("addition", CLASS_CASES, ids=[f"class-{i}" for i in range(len(CLASS_CASES))])
+def test_every_other_class_is_named(addition: str) -> None:
+    assert "class" in rules(BASE + "\n\n" + addition + "\n")
+
+
+def test_an_autograd_functions_methods_are_host_code() -> None:
+    """Inside the methods the host rules hold; only the context (the first argument) may be written and
+    asked to save tensors, and only a class of the file is called through `.apply`."""
+    assert "torch_compute" in rules(THROUGH_APPLY + AUTOGRAD.replace("return C\n", "return torch.mm(A, C)\n"))
+    assert "host_write" in rules(THROUGH_APPLY.replace("ctx.n = C.numel()", "A.n = C.numel()"))
+    assert "host_write" in rules(THROUGH_APPLY.replace("ctx.n = C.numel()", "ctx.n[0] = C.numel()"))
+    assert "tensor_method" in rules(THROUGH_APPLY.replace("ctx.save_for_backward(A)", "A.save_for_backward(A)"))
+    assert "host_write" in rules(BASE + "\n\ndef helper(ctx, A):\n    ctx.n = A\n")
+    assert "tensor_method" in rules(BASE + "\n\ndef helper(ctx, A):\n    ctx.save_for_backward(A)\n")
+    assert "tensor_method" in rules(THROUGH_APPLY + "\n\ndef run(A, B, C):\n    A.apply(C)\n")
+    # A forward that does not launch leaves run without a launch.
+    idle = THROUGH_APPLY.replace(
+        "        copy_kernel[(triton.cdiv(ctx.n, 1024),)](A, C, ctx.n, BLOCK=1024)\n", ""
+    )
+    assert rules(idle + "\n\ndef run(A, B, C):\n    _Copy.apply(A, C)\n") == ["no_launch"]

@@ -322,7 +322,8 @@ _UNSUPPORTED: dict[str, str] = {
     "profiler_control": "remove the call: the evaluator starts and stops the profiler around the profiled call",
     # A Triton candidate's import of a module that is no door (triton_ban): honest, not run here.
     "import_unsupported": "import only torch, triton (its language, host API and tensor descriptors), math, "
-    "typing, itertools and functools; write host values as constants or compute them with these",
+    "typing, itertools, functools, dataclasses' @dataclass, warnings.warn and logging.getLogger; write host "
+    "values as constants or compute them with these",
 }
 _INSTEAD: dict[str, str] = {
     "cublas": "write the GEMM yourself (wgmma on Hopper, tcgen05 on Blackwell)",

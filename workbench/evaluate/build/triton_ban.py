@@ -64,6 +64,7 @@ ALLOWED_MODULES = frozenset(
         "functools",
         "warnings",
         "logging",
+        "dataclasses",
     }
 )
 # `from M import name` where M is one of these: None = any name of it.
@@ -81,6 +82,7 @@ ALLOWED_FROM: dict[str, frozenset[str] | None] = {
     "triton.runtime": frozenset({"driver"}),
     "warnings": frozenset({"warn"}),
     "logging": frozenset({"getLogger"}),
+    "dataclasses": frozenset({"dataclass"}),
 }
 # From the modules that only report, the one call each: a warning, or a logger (whose report methods are
 # host methods below); not their filters, handlers or configuration, which reach files and the harness's.
@@ -175,6 +177,18 @@ _DYNAMIC = frozenset(
      "importlib"}
 )  # fmt: skip
 _ATTRIBUTE_BY_NAME = frozenset({"getattr", "setattr", "delattr"})
+# Classes: the wrapper Triton's tutorials put around a kernel (a torch.autograd.Function of static methods,
+# called through `.apply`; its backward never runs here, and is host code like the rest) and records of
+# constant fields (a @dataclass, a NamedTuple) holding tile shapes. Nothing else in a class body runs.
+_AUTOGRAD_BASE = "torch.autograd.Function"
+_RECORD_BASE = "typing.NamedTuple"
+_RECORD_DECORATOR = "dataclasses.dataclass"
+# What a method may ask of its autograd context besides setting and reading its attributes.
+_CTX_METHODS = frozenset({"save_for_backward", "mark_non_differentiable", "set_materialize_grads"})
+_CLASSES = (
+    "classes are only a torch.autograd.Function of @staticmethod methods and a record (@dataclass or "
+    "NamedTuple) of constant fields"
+)
 _DUNDER = re.compile(r"^__\w+__$")
 
 
@@ -188,6 +202,9 @@ class _Module:
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)  # every top-level function
     # top-level functions under @functools.cache / lru_cache, each with that decorator
     cached: list[tuple[ast.FunctionDef, ast.AST]] = field(default_factory=list)
+    # top-level torch.autograd.Function classes: name -> their static methods by name
+    autograd: dict[str, dict[str, ast.FunctionDef]] = field(default_factory=dict)
+    applies: dict[str, str] = field(default_factory=dict)  # top-level `name = Class.apply` -> Class
 
     def resolve(self, node: ast.AST) -> str | None:
         """`tl.dot` -> `triton.language.dot` for a pure attribute chain over an imported name."""
@@ -303,6 +320,19 @@ class _Checker:
                     self.module.kernels[statement.name] = statement
                 for decorator in statement.decorator_list:
                     self.decorator(statement, decorator)
+            elif isinstance(statement, ast.ClassDef) and self.is_autograd(statement):
+                self.module.autograd[statement.name] = {
+                    f.name: f for f in statement.body if isinstance(f, ast.FunctionDef)
+                }
+            elif (
+                isinstance(statement, ast.Assign)
+                and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)
+                and isinstance(statement.value, ast.Attribute)
+                and statement.value.attr == "apply"
+                and isinstance(statement.value.value, ast.Name)
+            ):
+                self.module.applies[statement.targets[0].id] = statement.value.value.id
 
     def decorator(self, function: ast.FunctionDef, decorator: ast.AST) -> None:
         call = decorator if isinstance(decorator, ast.Call) else None
@@ -329,6 +359,75 @@ class _Checker:
                     "autotune_hook",
                     f"autotune's {keyword.arg} runs host work around the kernel (a torch fill or copy)",
                 )
+
+    def is_autograd(self, node: ast.ClassDef) -> bool:
+        return [self.module.resolve(base) for base in node.bases] == [_AUTOGRAD_BASE]
+
+    def class_def(self, node: ast.ClassDef) -> None:
+        """A top-level autograd Function of static methods, or a record of constant fields; no other class."""
+        self.binding(node, node.name)
+        if _DUNDER.match(node.name):
+            self.add(node, "dunder", f"`{node.name}` is not allowed")
+        body = node.body[1:] if node.body and _docstring(node.body[0]) else node.body
+        if self.parents.get(node) is not self.tree or node.keywords:
+            self.add(node, "class", _CLASSES)
+        elif self.is_autograd(node) and not node.decorator_list:
+            for statement in body:
+                if not isinstance(statement, ast.FunctionDef) or [
+                    getattr(d, "id", None) for d in statement.decorator_list
+                ] != ["staticmethod"]:
+                    self.add(statement, "class", f"{_CLASSES}: every method a @staticmethod, nothing else")
+        elif self.is_record(node):
+            for statement in body:
+                if not (
+                    isinstance(statement, ast.AnnAssign)
+                    and isinstance(statement.target, ast.Name)
+                    and (statement.value is None or self.constant(statement.value))
+                ):
+                    self.add(statement, "class", f"{_CLASSES}: a record holds `name: type = constant` only")
+        else:
+            self.add(node, "class", _CLASSES)
+
+    def is_record(self, node: ast.ClassDef) -> bool:
+        """A NamedTuple class, or a plain class under one @dataclass whose options are constants."""
+        bases = [self.module.resolve(base) for base in node.bases]
+        if bases == [_RECORD_BASE]:
+            return not node.decorator_list
+        if bases or len(node.decorator_list) != 1:
+            return False
+        decorator = node.decorator_list[0]
+        call = decorator if isinstance(decorator, ast.Call) else None
+        return self.module.resolve(_decorated(decorator)) == _RECORD_DECORATOR and (
+            call is None or (not call.args and all(self.constant(k.value) for k in call.keywords))
+        )
+
+    def constant(self, node: ast.AST) -> bool:
+        """A literal, a tuple of them, or a torch dtype: a value no code computes."""
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return isinstance(node.operand, ast.Constant)
+        if isinstance(node, ast.Tuple):
+            return all(self.constant(element) for element in node.elts)
+        full = self.module.resolve(node)
+        return full is not None and full.startswith("torch.") and full.split(".", 1)[1] in TORCH_DTYPES
+
+    def method_of(self, node: ast.AST) -> ast.FunctionDef | None:
+        """The autograd Function's static method `node` lies in, if any."""
+        while (node := self.parents.get(node)) is not None:  # type: ignore[assignment]
+            if isinstance(node, ast.FunctionDef):
+                owner = self.parents.get(node)
+                if isinstance(owner, ast.ClassDef) and owner.name in self.module.autograd:
+                    return node
+        return None
+
+    def on_context(self, node: ast.AST) -> bool:
+        """Whether `node` is the autograd context (the first argument) of the static method it lies in."""
+        if not isinstance(node, ast.Name):
+            return False
+        method = self.method_of(node)
+        first = [*method.args.posonlyargs, *method.args.args][:1] if method is not None else []
+        return bool(first) and first[0].arg == node.id
 
     def host_function(self, value: ast.AST) -> bool:
         """Whether `value` names a top-level host function of the file (not a kernel)."""
@@ -359,7 +458,7 @@ class _Checker:
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             self.add(node, "global_state", "global and nonlocal state are not allowed")
         elif isinstance(node, ast.ClassDef):
-            self.add(node, "class", "classes are not allowed in a Triton candidate")
+            self.class_def(node)
         elif isinstance(node, (ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)):
             self.add(node, "async", "async code is not allowed: run is a plain function")
         elif isinstance(node, (ast.FunctionDef, ast.Lambda)):
@@ -368,7 +467,9 @@ class _Checker:
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for target in targets:
                 for part in ast.walk(target):
-                    if isinstance(part, ast.Attribute) and part.attr in _HOST_WRITABLE:
+                    if isinstance(part, ast.Attribute) and (
+                        part.attr in _HOST_WRITABLE or self.on_context(part.value)
+                    ):
                         continue
                     if isinstance(part, (ast.Attribute, ast.Subscript)) and isinstance(
                         part.ctx, (ast.Store, ast.Del)
@@ -456,6 +557,8 @@ class _Checker:
                     "reporting_api",
                     f"{full}: from {full.split('.')[0]} only {_reporting()} are allowed",
                 )
+        elif full.startswith("dataclasses.") and full != _RECORD_DECORATOR:
+            self.add(node, "class", f"{full}: from dataclasses only the @dataclass decorator is allowed")
         elif full.startswith("typing.") and full.split(".")[1] not in TYPING_NAMES:
             self.add(node, "typing_api", f"{full} is not one of typing's names for annotations")
         elif full.startswith(_TRITON_TOOLS):
@@ -472,6 +575,9 @@ class _Checker:
         parts = full.split(".")
         if full in _GRAD_MODES and isinstance(self.parents.get(node), ast.FunctionDef):
             return  # a bare @torch.no_grad, judged with the other decorators
+        parent = self.parents.get(node)
+        if full == _AUTOGRAD_BASE and isinstance(parent, ast.ClassDef) and node in parent.bases:
+            return  # the base of an autograd Function, judged with its class
         if called:
             if full in TORCH_CALLS or (
                 len(parts) == 3 and parts[1] == "cuda" and parts[2] in TORCH_CUDA_CALLS
@@ -502,7 +608,9 @@ class _Checker:
                 if keyword.arg in _CONFIG_HOOKS:
                     self.add(keyword, "autotune_hook", f"triton.Config({keyword.arg}=...) is not allowed")
         if isinstance(func, ast.Attribute) and name is None:
-            if func.attr in LIBRARY_COMPUTE:
+            if self.class_call(func):
+                pass
+            elif func.attr in LIBRARY_COMPUTE:
                 self.add(
                     node,
                     "library_compute",
@@ -528,6 +636,13 @@ class _Checker:
             and func.value.id in self.module.kernels
         ):
             self.launch(node, self.module.kernels[func.value.id])
+
+    def class_call(self, func: ast.Attribute) -> bool:
+        """`Class.apply(...)` or `Class.method(...)` of an autograd Function of the file, or a context's
+        `ctx.save_for_backward(...)` and its like."""
+        if isinstance(func.value, ast.Name) and func.value.id in self.module.autograd:
+            return func.attr == "apply" or func.attr in self.module.autograd[func.value.id]
+        return func.attr in _CTX_METHODS and self.on_context(func.value)
 
     def is_decorator(self, node: ast.Call) -> bool:
         parent = self.parents.get(node)
@@ -560,7 +675,7 @@ class _Checker:
 
     def launches_from(self, run: ast.FunctionDef) -> bool:
         """Whether `run`, or a top-level host function it calls by name, launches a kernel of the file."""
-        seen: set[str] = set()
+        seen: set[int] = set()
         todo = [run]
         while todo:
             function = todo.pop()
@@ -572,16 +687,36 @@ class _Checker:
                     and func.value.id in self.module.kernels
                 ):
                     return True
-                if isinstance(func, ast.Name) and func.id in self.module.functions and func.id not in seen:
-                    seen.add(func.id)
-                    if func.id not in self.module.kernels:
-                        todo.append(self.module.functions[func.id])
+                callee = self.callee(func)
+                if callee is not None and id(callee) not in seen:
+                    seen.add(id(callee))
+                    todo.append(callee)
         return False
+
+    def callee(self, func: ast.AST) -> ast.FunctionDef | None:
+        """The host function of the file a call runs: a top-level one by name, an autograd Function's
+        forward through `.apply` (or a name bound to it), or its static method by name."""
+        methods = self.module.autograd
+        if isinstance(func, ast.Name):
+            if func.id in self.module.functions and func.id not in self.module.kernels:
+                return self.module.functions[func.id]
+            return methods.get(self.module.applies.get(func.id, ""), {}).get("forward")
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in methods:
+            return methods[func.value.id].get("forward" if func.attr == "apply" else func.attr)
+        return None
 
 
 def _decorated(decorator: ast.AST) -> ast.AST:
     """What a decorator names: `f` of `@f` and of `@f(...)`."""
     return decorator.func if isinstance(decorator, ast.Call) else decorator
+
+
+def _docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
 
 
 def _reporting() -> str:
