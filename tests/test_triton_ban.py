@@ -369,7 +369,6 @@ THROUGH_APPLY = BASE.replace("def run(A, B, C):", "def unused(A, B, C):") + AUTO
     [
         "\n\ndef run(A, B, C):\n    _Copy.apply(A, C)\n",
         "\n\ncopy = _Copy.apply\n\n\ndef run(A, B, C):\n    copy(A, C)\n",
-        "\n\ndef run(A, B, C):\n    _Copy.forward(None, A, C)\n",
     ],
 )
 def test_an_autograd_functions_forward_launches_for_run(entry: str) -> None:
@@ -395,7 +394,9 @@ CLASS_CASES = [
     # an autograd Function's body: static methods only
     AUTOGRAD.replace("    '''The base's copy, through autograd.'''\n", "    cache = {}\n"),
     AUTOGRAD.replace("    @staticmethod\n    def backward", "    def backward"),
-    AUTOGRAD.replace("    @staticmethod\n    def backward", "    @staticmethod\n    @torch.compile\n    def backward"),
+    AUTOGRAD.replace(
+        "    @staticmethod\n    def backward", "    @staticmethod\n    @torch.compile\n    def backward"
+    ),
     "@torch.no_grad\n" + AUTOGRAD.lstrip("\n"),
     # a record's fields: constants only, no methods, no other decorator
     "from dataclasses import dataclass\n\n@dataclass\nclass R:\n    x: int = len('ab')",
@@ -418,10 +419,27 @@ def test_an_autograd_functions_methods_are_host_code() -> None:
     assert "torch_compute" in rules(THROUGH_APPLY + AUTOGRAD.replace("return C\n", "return torch.mm(A, C)\n"))
     assert "host_write" in rules(THROUGH_APPLY.replace("ctx.n = C.numel()", "A.n = C.numel()"))
     assert "host_write" in rules(THROUGH_APPLY.replace("ctx.n = C.numel()", "ctx.n[0] = C.numel()"))
-    assert "tensor_method" in rules(THROUGH_APPLY.replace("ctx.save_for_backward(A)", "A.save_for_backward(A)"))
+    assert "tensor_method" in rules(
+        THROUGH_APPLY.replace("ctx.save_for_backward(A)", "A.save_for_backward(A)")
+    )
     assert "host_write" in rules(BASE + "\n\ndef helper(ctx, A):\n    ctx.n = A\n")
     assert "tensor_method" in rules(BASE + "\n\ndef helper(ctx, A):\n    ctx.save_for_backward(A)\n")
     assert "tensor_method" in rules(THROUGH_APPLY + "\n\ndef run(A, B, C):\n    A.apply(C)\n")
+    # Only `.apply` runs the methods that take a context, so their first argument is never a tensor of
+    # the candidate's; a helper's first argument, or forward's beside a setup_context, is no context.
+    assert "tensor_method" in rules(THROUGH_APPLY + "\n\ndef run(A, B, C):\n    _Copy.forward(C, A, C)\n")
+    helper = "    @staticmethod\n    def fill(out, A):\n        out.data = A\n\n"
+    assert "host_write" in rules(
+        THROUGH_APPLY.replace(
+            "    @staticmethod\n    def forward", helper + "    @staticmethod\n    def forward"
+        )
+    )
+    setup = "    @staticmethod\n    def setup_context(ctx, inputs, output):\n        ctx.n = 1\n\n"
+    with_setup = THROUGH_APPLY.replace(
+        "    @staticmethod\n    def backward", setup + "    @staticmethod\n    def backward"
+    )
+    assert "host_write" in rules(with_setup)  # forward's `ctx.n = ...`: its first argument is A here
+    assert "host_write" not in rules(with_setup.replace("        ctx.n = C.numel()\n", ""))
     # A forward that does not launch leaves run without a launch.
     idle = THROUGH_APPLY.replace(
         "        copy_kernel[(triton.cdiv(ctx.n, 1024),)](A, C, ctx.n, BLOCK=1024)\n", ""

@@ -18,8 +18,10 @@ writes in host code but a TMA descriptor's `block_shape`, only a few `torch.cuda
 graphs, streams or events), only the Triton host API that launching needs and the driver's queries, no autotune hooks (they run
 torch work: `reset_to_zero` zero-fills with torch) but a config's `pre_hook` naming a host function of
 the file (checked as host code), `@functools.cache` only on a helper that launches nothing, no launch
-option that changes the compiler (`ptx_options`, `ir_override`, `extern_libs`), and `run` must
-launch one of the file's kernels. Two deliberate differences: a top-level `if __name__ == "__main__":`
+option that changes the compiler (`ptx_options`, `ir_override`, `extern_libs`), no class but a
+`torch.autograd.Function` of static methods (the tutorials' wrapper, called through `.apply`; only its
+context is written) and a record of constant fields (`@dataclass`, `NamedTuple`), and `run` must launch
+one of the file's kernels (directly, through a helper, or through an autograd Function's forward). Two deliberate differences: a top-level `if __name__ == "__main__":`
 block (a self-test, with no `else`) is not checked, since the evaluator imports the file under a module
 name of its own and the block never runs; and uninitialised allocation (`torch.empty`,
 `empty_like`, `empty_strided`, `.new_empty`) is allowed anywhere, not only in a `triton.set_allocator`
@@ -185,6 +187,9 @@ _RECORD_BASE = "typing.NamedTuple"
 _RECORD_DECORATOR = "dataclasses.dataclass"
 # What a method may ask of its autograd context besides setting and reading its attributes.
 _CTX_METHODS = frozenset({"save_for_backward", "mark_non_differentiable", "set_materialize_grads"})
+# The methods autograd calls with a context first (forward only where no setup_context takes it); only
+# `.apply` calls them, so their first argument is always a context, never a tensor of the candidate's.
+_CONTEXT_METHODS = frozenset({"forward", "backward", "setup_context"})
 _CLASSES = (
     "classes are only a torch.autograd.Function of @staticmethod methods and a record (@dataclass or "
     "NamedTuple) of constant fields"
@@ -412,22 +417,22 @@ class _Checker:
         full = self.module.resolve(node)
         return full is not None and full.startswith("torch.") and full.split(".", 1)[1] in TORCH_DTYPES
 
-    def method_of(self, node: ast.AST) -> ast.FunctionDef | None:
-        """The autograd Function's static method `node` lies in, if any."""
+    def context_of(self, node: ast.AST) -> str | None:
+        """The name of the autograd context of the method `node` lies in, if that method takes one."""
         while (node := self.parents.get(node)) is not None:  # type: ignore[assignment]
-            if isinstance(node, ast.FunctionDef):
-                owner = self.parents.get(node)
-                if isinstance(owner, ast.ClassDef) and owner.name in self.module.autograd:
-                    return node
+            owner = self.parents.get(node)
+            if isinstance(node, ast.FunctionDef) and isinstance(owner, ast.ClassDef):
+                methods = self.module.autograd.get(owner.name, {})
+                takes = node.name in _CONTEXT_METHODS and not (
+                    node.name == "forward" and "setup_context" in methods
+                )
+                first = [*node.args.posonlyargs, *node.args.args][:1]
+                return first[0].arg if takes and methods and first else None
         return None
 
     def on_context(self, node: ast.AST) -> bool:
-        """Whether `node` is the autograd context (the first argument) of the static method it lies in."""
-        if not isinstance(node, ast.Name):
-            return False
-        method = self.method_of(node)
-        first = [*method.args.posonlyargs, *method.args.args][:1] if method is not None else []
-        return bool(first) and first[0].arg == node.id
+        """Whether `node` is the autograd context (the first argument) of the method it lies in."""
+        return isinstance(node, ast.Name) and self.context_of(node) == node.id
 
     def host_function(self, value: ast.AST) -> bool:
         """Whether `value` names a top-level host function of the file (not a kernel)."""
@@ -638,10 +643,11 @@ class _Checker:
             self.launch(node, self.module.kernels[func.value.id])
 
     def class_call(self, func: ast.Attribute) -> bool:
-        """`Class.apply(...)` or `Class.method(...)` of an autograd Function of the file, or a context's
-        `ctx.save_for_backward(...)` and its like."""
+        """`Class.apply(...)` or a helper `Class.method(...)` of an autograd Function of the file (not one
+        that takes a context: `.apply` gives it a real one), or a context's `ctx.save_for_backward(...)`."""
         if isinstance(func.value, ast.Name) and func.value.id in self.module.autograd:
-            return func.attr == "apply" or func.attr in self.module.autograd[func.value.id]
+            methods = self.module.autograd[func.value.id]
+            return func.attr == "apply" or (func.attr in methods and func.attr not in _CONTEXT_METHODS)
         return func.attr in _CTX_METHODS and self.on_context(func.value)
 
     def is_decorator(self, node: ast.Call) -> bool:
