@@ -110,11 +110,12 @@ TORCH_CALLS = frozenset(
 # Grad modes: a context or a decorator that only turns autograd's recording off for what it wraps (the
 # candidate's inputs need none), restored on the way out.
 _GRAD_MODES = frozenset({"torch.no_grad", "torch.inference_mode"})
-# torch.cuda queries a launch may need; the rest of torch.cuda (jiterator, graphs, streams, events,
-# memory, cudart) is not allowed.
+# torch.cuda queries a launch may need, and a wait for the device (a debugging habit left in, as a CUDA
+# candidate's cudaDeviceSynchronize is; it only costs the candidate time); the rest of torch.cuda
+# (jiterator, graphs, streams, events, memory, cudart) is not allowed.
 TORCH_CUDA_CALLS = frozenset(
     {"current_device", "current_stream", "set_device", "device", "get_device_properties",
-     "get_device_capability", "get_device_name", "device_count", "is_available"}
+     "get_device_capability", "get_device_name", "device_count", "is_available", "synchronize"}
 )  # fmt: skip
 _TORCH_FILLS = frozenset(
     {"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "arange", "rand", "randn", "randint",

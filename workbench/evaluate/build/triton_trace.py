@@ -140,7 +140,7 @@ class MetaDevice(TorchFunctionMode):
 
 
 def simulate_cuda(capability: tuple[int, int], name: str, sms: int) -> None:
-    """The `torch.cuda` queries the ban allows, answered as the target device would (torch here has no CUDA)."""
+    """The `torch.cuda` calls the ban allows, answered as the target device would (torch here has no CUDA)."""
     properties = types.SimpleNamespace(
         name=name, major=capability[0], minor=capability[1], multi_processor_count=sms,
         total_memory=141 * 2**30, warp_size=32,
@@ -157,6 +157,7 @@ def simulate_cuda(capability: tuple[int, int], name: str, sms: int) -> None:
         "get_device_properties": lambda device=None: properties,
         "get_device_capability": lambda device=None: capability,
         "get_device_name": lambda device=None: name,
+        "synchronize": lambda device=None: None,  # nothing runs here to wait for
     }
     for attribute, answer in answers.items():
         setattr(torch.cuda, attribute, answer)

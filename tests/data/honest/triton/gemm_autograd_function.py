@@ -1,7 +1,7 @@
 """Honest corpus (Triton): the wrapper Triton's tutorials put around a kernel: a torch.autograd.Function
 with static forward and backward methods (the context's saved tensors and attributes, a static helper
 that launches), called through a module-level `gemm = _Gemm.apply`; its tile shape in a frozen
-@dataclass and its launch shape in a NamedTuple."""
+@dataclass and its launch shape in a NamedTuple; a torch.cuda.synchronize() left in after the launch."""
 
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -90,3 +90,4 @@ gemm = _Gemm.apply
 
 def run(A, B, C):
     gemm(A, B, C)
+    torch.cuda.synchronize()  # left in from debugging
