@@ -177,6 +177,9 @@ def building_actor() -> int | None:
     return None
 
 
+# 30 s of CPU (a cluster, cold builds): left to -m slow. The resume after a kill -9 is test_bench_sweep's,
+# through the same resume; the Ray sweep itself is the metrics test's above.
+@pytest.mark.slow
 def test_a_ray_sweep_killed_then_resumed_with_an_actor_killed_mid_build(
     tmp_path: Path, cache: Path, cluster: Cluster
 ) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import tui_synthetic
 from agent_support import simt_kernel
-from build_support import needs_nvcc
+from build_support import needs_nvcc, session_cache
 from tui_tmux import Pane, needs_tmux, ptxwb_in_tmux
 
 pytestmark = needs_tmux
@@ -82,11 +83,14 @@ def test_a_replay_at_120_columns_seeks_zooms_and_goes_home(tmp_path: Path) -> No
 
 
 @needs_nvcc
-def test_author_at_120_columns_waits_out_a_bad_save(tmp_path: Path) -> None:
+def test_author_at_120_columns_waits_out_a_bad_save(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     kernel = tmp_path / "mine.cu"
     kernel.write_text(simt_kernel())
     args = ("author", "mine.cu", "--task", "gemm_n7168_k5120")
-    with ptxwb_in_tmux(*args, cwd=tmp_path, size=(120, 40)) as pane:
+    cache = session_cache(tmp_path_factory)  # the SIMT kernel test_sass.py builds too
+    with ptxwb_in_tmux(*args, cwd=tmp_path, size=(120, 40), cache=cache) as pane:
         first = pane.wait(lambda s: "watching mine.cu" in s and "static_missing_family" in s, timeout_s=240)
         assert "static_missing_fami…" not in first  # whole in the timing table, wrapped if need be
         kernel.write_bytes(b"// caf\xe9\n")  # saved as Latin-1 by the person's editor

@@ -63,14 +63,17 @@ class Pane:
 
 
 @contextmanager
-def ptxwb_in_tmux(*args: str, cwd: Path, size: tuple[int, int] = (180, 50)) -> Iterator[Pane]:
+def ptxwb_in_tmux(
+    *args: str, cwd: Path, size: tuple[int, int] = (180, 50), cache: Path | None = None
+) -> Iterator[Pane]:
     """`ptxwb ARGS` in a detached tmux session of `size` columns × rows, on a tmux server of its own (a
-    shared one sizes every session to its first: tests run side by side); killed on the way out."""
+    shared one sizes every session to its first: tests run side by side); killed on the way out. Its builds
+    go to `cache` (the run's shared one, where a test's subject is not the build), else a folder of its own."""
     name = f"ptxwb-test-{uuid.uuid4().hex[:8]}"
     command = " ".join(shlex.quote(a) for a in [str(PTXWB), *args])
     # Not COLUMNS or LINES (pytest-xdist's workers have them): Textual would take them over the pane's size.
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    env.update(PTXWB_CACHE=str(cwd / "cache"), TERM="xterm-256color")
+    env.update(PTXWB_CACHE=str(cache or cwd / "cache"), TERM="xterm-256color")
     subprocess.run(
         [
             "tmux",
