@@ -14,15 +14,16 @@ Stricter here: only allowed imports, no `getattr`/`exec`/`eval`/dunders (but `__
 export list `__all__` of strings), host methods from an allow-list (no `.to`, `.copy_`, `.sum`, `.item`,
 ...; a logger's report methods are among them, `logging.getLogger` and `warnings.warn` the one call of
 each reporting module), `@torch.no_grad`/`inference_mode` only on host functions, no item or attribute
-writes in host code but a TMA descriptor's `block_shape`, only a few `torch.cuda` queries (no jiterator,
+writes in host code but a TMA descriptor's `block_shape`, only a few `torch.cuda` queries and `synchronize` (no jiterator,
 graphs, streams or events), only the Triton host API that launching needs and the driver's queries, no autotune hooks (they run
 torch work: `reset_to_zero` zero-fills with torch) but a config's `pre_hook` naming a host function of
 the file (checked as host code), `@functools.cache` only on a helper that launches nothing, no launch
 option that changes the compiler (`ptx_options`, `ir_override`, `extern_libs`), no class but a
 `torch.autograd.Function` of static methods (the tutorials' wrapper, called through `.apply`; only its
 context is written) and a record of constant fields (`@dataclass`, `NamedTuple`), and `run` must launch
-one of the file's kernels (directly, through a helper, or through an autograd Function's forward). Two deliberate differences: a top-level `if __name__ == "__main__":`
-block (a self-test, with no `else`) is not checked, since the evaluator imports the file under a module
+one of the file's kernels (directly, through a helper, or through an autograd Function's forward). Two
+deliberate differences: a top-level `if __name__ == "__main__":` block (a self-test, with no `else`) is
+not checked, since the evaluator imports the file under a module
 name of its own and the block never runs; and uninitialised allocation (`torch.empty`,
 `empty_like`, `empty_strided`, `.new_empty`) is allowed anywhere, not only in a `triton.set_allocator`
 function, because it launches no kernel and backward kernels need scratch (Delta, fp32 dQ); fills
@@ -681,7 +682,7 @@ class _Checker:
             )
 
     def launches_from(self, run: ast.FunctionDef) -> bool:
-        """Whether `run`, or a top-level host function it calls by name, launches a kernel of the file."""
+        """Whether `run`, or a host function of the file it calls (`callee`), launches a kernel of the file."""
         seen: set[int] = set()
         todo = [run]
         while todo:
