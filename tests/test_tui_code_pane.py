@@ -45,3 +45,18 @@ async def test_a_listing_ready_for_a_waiting_tab_replaces_its_placeholder_and_a_
         pane.update_placeholder("ptx", lambda: CodeDocument.missing("should not replace a shown listing"))
         await pilot.pause()
         assert pane.view("ptx").document.unavailable == ""
+
+
+async def test_a_listing_ready_while_the_panes_tabs_are_gone_waits_instead_of_ending_the_app() -> None:
+    """The tabs went (the screen being dismissed) while the PTX listing was still waited for: before
+    it waited, the query of the active tab raised in the listing worker and ended the app (CI at fc9a5b5)."""
+    from textual.widgets import TabbedContent
+
+    pane = CodePane(id="code")
+    async with PaneApp(pane).run_test() as pilot:
+        pane.show({"cuda": lambda: CodeDocument.from_text("__global__ void k() {}", "cuda"), "ptx": _listing})
+        await pilot.pause()
+        await pane.query_one(TabbedContent).remove()
+        pane.update_placeholder("ptx", _listing)  # waits for a tab that is not there: no error
+        await pilot.pause()
+        assert pilot.app.is_running

@@ -60,16 +60,14 @@ class CodePane(Vertical):
 
     def update_placeholder(self, key: str, maker: DocumentMaker) -> None:
         """A listing that is now ready, for a tab that waits for it (a shown listing stays as it is). Where
-        the tab's view is not there to ask, the listing waits for the tab to be built: a rebuilt listing
-        once came while the pane's PTX view could not be found (a clean-clone run at acdb7be), and the
-        worker's error ended the app."""
+        the pane's widgets are not there to ask, the listing waits for the tab to be built: a rebuilt
+        listing once came while the pane's PTX view could not be found (a clean-clone run at acdb7be), and
+        once while its tabs could not (at fc9a5b5, the view found), and the worker's error ended the app."""
         try:
-            waiting = key in self._pending or bool(self.view(key).document.unavailable)
+            if key in self._pending or self.view(key).document.unavailable:
+                self.replace(key, maker)
         except NoMatches:
             self._pending[key] = maker
-            return
-        if waiting:
-            self.replace(key, maker)
 
     def _build(self, key: str) -> None:
         maker = self._pending.pop(key, None)
