@@ -41,6 +41,24 @@ def run(A, B, C):
     copy_kernel[(triton.cdiv(n, 1024),)](doubled, C, n, BLOCK=1024, **options)
 """
 )
+# The tutorials' autograd wrapper, which the AST check lets through (`.apply` runs forward): torch work
+# inside forward the AST cannot see is still the trace's.
+THROUGH_APPLY = (
+    COPY
+    + """
+class _Copy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, A, C):
+        ctx.n = C.numel()
+        copy_kernel[(triton.cdiv(ctx.n, 1024),)](A, C, ctx.n, BLOCK=1024)
+        C *= 2
+        return C
+
+
+def run(A, B, C):
+    _Copy.apply(A, C)
+"""
+)
 NEVER_LAUNCHES = (
     COPY
     + """
@@ -85,6 +103,7 @@ CASES: dict[str, tuple[str, str, str]] = {
     "attention": ((KERNELS / "attention_fwd.py").read_text(), ATTENTION, "hopper"),
     "no_tensor_core": ((KERNELS / "copy_no_dot.py").read_text(), GEMM, "hopper"),
     "decoy": (DECOY, GEMM, "hopper"),
+    "through_apply": (THROUGH_APPLY, GEMM, "hopper"),
     "never_launches": (NEVER_LAUNCHES, GEMM, "hopper"),
     "wrong_abi": (WRONG_ABI, GEMM, "hopper"),
     "raises": (RAISES, GEMM, "hopper"),
@@ -169,6 +188,16 @@ def test_torch_work_the_ast_cannot_see_is_caught_by_the_trace(results: dict[str,
     assert f"line {line_of(DECOY, '.contiguous()')}: [torch_compute] run ran torch's aten.clone" in errors
     assert f"line {line_of(DECOY, '**options')}: [launch_option] launch option ptx_options=" in errors
     assert results["decoy"].stages.static.status == Status.not_run
+
+
+def test_torch_work_inside_an_autograd_functions_forward_is_caught_by_the_trace(
+    results: dict[str, EvalResult],
+) -> None:
+    build = results["through_apply"].stages.build
+    assert build.status == Status.banned
+    assert f"line {line_of(THROUGH_APPLY, 'C *= 2')}: [torch_compute] run ran torch's aten.mul" in "\n".join(
+        build.errors
+    )
 
 
 def test_a_run_that_launches_nothing_is_banned(results: dict[str, EvalResult]) -> None:
