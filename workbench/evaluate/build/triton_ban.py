@@ -372,9 +372,7 @@ class _Checker:
 
     def class_def(self, node: ast.ClassDef) -> None:
         """A top-level autograd Function of static methods, or a record of constant fields; no other class."""
-        self.binding(node, node.name)
-        if _DUNDER.match(node.name):
-            self.add(node, "dunder", f"`{node.name}` is not allowed")
+        self.binding(node, node.name)  # a dunder name or a rebinding refused there
         body = node.body[1:] if node.body and _docstring(node.body[0]) else node.body
         if self.parents.get(node) is not self.tree or node.keywords:
             self.add(node, "class", _CLASSES)
@@ -614,10 +612,8 @@ class _Checker:
                     continue  # a host function of the file, checked as host code: the tutorials' block shapes
                 if keyword.arg in _CONFIG_HOOKS:
                     self.add(keyword, "autotune_hook", f"triton.Config({keyword.arg}=...) is not allowed")
-        if isinstance(func, ast.Attribute) and name is None:
-            if self.class_call(func):
-                pass
-            elif func.attr in LIBRARY_COMPUTE:
+        if isinstance(func, ast.Attribute) and name is None and not self.class_call(func):
+            if func.attr in LIBRARY_COMPUTE:
                 self.add(
                     node,
                     "library_compute",

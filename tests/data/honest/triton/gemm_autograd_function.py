@@ -31,16 +31,10 @@ LAUNCH = Launch()
 
 @triton.jit
 def gemm_nt(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc,
-            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):  # fmt: skip
-    # Grouped rasterisation: GROUP row-tiles share each B column-tile while it is in L2.
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BM)
-    tiles_n = tl.cdiv(N, BN)
-    per_group = GROUP * tiles_n
-    first_m = (pid // per_group) * GROUP
-    rows = min(tiles_m - first_m, GROUP)
-    tile_m = first_m + (pid % per_group) % rows
-    tile_n = (pid % per_group) // rows
+            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # fmt: skip
+    # One program per output tile on a 2-D grid: rows along axis 0, columns along axis 1.
+    tile_m = tl.program_id(0)
+    tile_n = tl.program_id(1)
     offs_m = tile_m * BM + tl.arange(0, BM)
     offs_n = tile_n * BN + tl.arange(0, BN)
     offs_k = tl.arange(0, BK)
@@ -62,10 +56,10 @@ class _Gemm(torch.autograd.Function):
     def launch(a, b, c):
         M, K = a.shape
         N = b.shape[0]
-        grid = (triton.cdiv(M, TILE.m) * triton.cdiv(N, TILE.n),)
+        grid = (triton.cdiv(M, TILE.m), triton.cdiv(N, TILE.n))
         gemm_nt[grid](
             a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
-            BM=TILE.m, BN=TILE.n, BK=TILE.k, GROUP=8, num_warps=LAUNCH.warps, num_stages=LAUNCH.stages,
+            BM=TILE.m, BN=TILE.n, BK=TILE.k, num_warps=LAUNCH.warps, num_stages=LAUNCH.stages,
         )  # fmt: skip
         return c
 
