@@ -44,6 +44,10 @@ def test_failed_verdict_exits_1_and_json_is_an_eval_result(cache: Path) -> None:
     result = EvalResult.model_validate(json.loads(done.stdout))
     assert result.status == Status.static_missing_family
     assert result.stages.correctness.status == Status.not_run
+    # No folder of this machine: the build's files by cache key, the nvcc line and ptxas report scrubbed.
+    assert result.stages.build.library_path and result.stages.build.library_path.startswith("cache:")
+    for folder in (str(cache), str(KERNELS), str(Path.home()), sys.prefix):
+        assert folder not in done.stdout
 
 
 @needs_nvcc

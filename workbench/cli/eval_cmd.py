@@ -114,7 +114,10 @@ def eval_candidate(
         # The messages name the user's own file.
         result = named_for(result, str(candidate), request.language)
     if as_json:
-        print(result.model_dump_json(indent=2))
+        from workbench.session.hostpaths import portable_result
+
+        # Like every file the workbench writes: builds as `cache:<key>/<file>`, no folder of this machine.
+        print(portable_result(result).model_dump_json(indent=2))
     elif feedback:
         from workbench.evaluate.render import feedback_text
 
