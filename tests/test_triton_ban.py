@@ -386,6 +386,30 @@ def test_records_of_constant_fields_pass() -> None:
     assert scan(records.replace("@dataclass(frozen=True, slots=True)", "@dataclass")) == []
 
 
+def test_autograds_own_helpers_under_a_methods_staticmethod_pass() -> None:
+    """autocast's custom_fwd / custom_bwd and once_differentiable, as outside autograd Functions write them
+    (bare or with constant options), and a grad mode on any method."""
+    forward = "    @staticmethod\n    def forward"
+    backward = "    @staticmethod\n    def backward"
+    helpers = THROUGH_APPLY.replace(
+        forward, "    @staticmethod\n    @torch.amp.custom_fwd(device_type='cuda', cast_inputs=torch.float32)\n"
+        "    def forward",
+    ).replace(
+        backward, "    @staticmethod\n    @torch.cuda.amp.custom_bwd\n    @torch.no_grad()\n"
+        "    @torch.autograd.function.once_differentiable\n    def backward",
+    )  # fmt: skip
+    assert scan(helpers + "\n\ndef run(A, B, C):\n    _Copy.apply(A, C)\n") == []
+
+
+def test_torchs_types_and_dtypes_may_be_imported_by_name() -> None:
+    named = BASE.replace("import torch\n", "import torch\nfrom torch import Tensor, bfloat16 as bf16\n", 1)
+    annotated = named.replace("def run(A, B, C):", "def run(A: Tensor, B: Tensor, C: Tensor) -> None:")
+    assert scan(annotated + "\n\ndef is_bf16(A):\n    return A.dtype == bf16\n") == []
+    # Bound to `torch.` names, so their uses are judged as those: a tensor made by its type is compute.
+    assert "torch_compute" in rules(named + "\n\ndef helper(A):\n    return Tensor(A)\n")
+    assert rules(BASE + "\nfrom torch import Tensor, nn\n") == ["torch_import"]
+
+
 CLASS_CASES = [
     # not a kind of class a candidate may write
     "class Fake:\n    pass",
@@ -399,6 +423,17 @@ CLASS_CASES = [
         "    @staticmethod\n    def backward", "    @staticmethod\n    @torch.compile\n    def backward"
     ),
     "@torch.no_grad\n" + AUTOGRAD.lstrip("\n"),
+    # autograd's helpers: under @staticmethod, each on its own method, with constant options only
+    AUTOGRAD.replace("    @staticmethod\n    def forward", "    @torch.amp.custom_fwd(device_type='cuda')\n"
+                     "    @staticmethod\n    def forward"),
+    AUTOGRAD.replace("    @staticmethod\n    def backward", "    @staticmethod\n"
+                     "    @torch.amp.custom_fwd(device_type='cuda')\n    def backward"),
+    AUTOGRAD.replace("    @staticmethod\n    def forward", "    @staticmethod\n"
+                     "    @torch.autograd.function.once_differentiable\n    def forward"),
+    AUTOGRAD.replace("    @staticmethod\n    def forward", "    @staticmethod\n"
+                     "    @torch.amp.custom_fwd(device_type=str(1))\n    def forward"),
+    AUTOGRAD.replace("    @staticmethod\n    def forward", "    @staticmethod\n"
+                     "    @torch.amp.custom_fwd('cuda')\n    def forward"),
     # a record's fields: constants only, no methods, no other decorator
     "from dataclasses import dataclass\n\n@dataclass\nclass R:\n    x: int = len('ab')",
     "from dataclasses import dataclass\n\n@dataclass\nclass R:\n    x: int = 1\n\n    def twice(self):\n        return 2",

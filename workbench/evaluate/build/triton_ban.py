@@ -192,6 +192,17 @@ _CTX_METHODS = frozenset({"save_for_backward", "mark_non_differentiable", "set_m
 # The methods autograd calls with a context first (forward only where no setup_context takes it); only
 # `.apply` calls them, so their first argument is always a context, never a tensor of the candidate's.
 _CONTEXT_METHODS = frozenset({"forward", "backward", "setup_context"})
+# What autograd's own helpers may add under a method's @staticmethod, and on which methods: autocast's
+# (a no-op outside an autocast region, which a candidate cannot open, beyond noting it on the context)
+# and backward's once-only wrapper (backward never runs here); the grad modes go on any method.
+_METHOD_DECORATORS: dict[str, frozenset[str]] = {
+    "torch.amp.custom_fwd": frozenset({"forward"}),
+    "torch.amp.custom_bwd": frozenset({"backward"}),
+    "torch.cuda.amp.custom_fwd": frozenset({"forward"}),
+    "torch.cuda.amp.custom_bwd": frozenset({"backward"}),
+    "torch.autograd.function.once_differentiable": frozenset({"backward"}),
+}
+_AUTOCAST_OPTIONS = frozenset({"device_type", "cast_inputs"})
 _CLASSES = (
     "classes are only a torch.autograd.Function of @staticmethod methods and a record (@dataclass or "
     "NamedTuple) of constant fields"
@@ -307,7 +318,16 @@ class _Checker:
         if module.split(".")[0] in _DSL_ROOTS:
             self.add(node, "cutlass_dsl", "CUTLASS/CuTe DSL is not allowed")
             return
-        if module == "torch" or module.startswith("torch."):
+        if module == "torch":
+            # torch's types and dtypes (annotations, comparisons) are judged as `torch.` names; its
+            # functions are used through `torch.`, so every use can be checked.
+            for alias in node.names:
+                if alias.name in _TORCH_TYPES or alias.name in TORCH_DTYPES:
+                    self.bind_import(alias.asname or alias.name, f"torch.{alias.name}")
+                else:
+                    self.add(node, "torch_import", f"`from torch import {alias.name}`: use `torch.` names")
+            return
+        if module.startswith("torch."):
             self.add(node, "torch_import", "`from torch ... import` is not allowed: use `torch.` names")
             return
         allowed = ALLOWED_FROM.get(module, frozenset())
@@ -378,10 +398,13 @@ class _Checker:
             self.add(node, "class", _CLASSES)
         elif self.is_autograd(node) and not node.decorator_list:
             for statement in body:
-                if not isinstance(statement, ast.FunctionDef) or [
-                    getattr(d, "id", None) for d in statement.decorator_list
-                ] != ["staticmethod"]:
-                    self.add(statement, "class", f"{_CLASSES}: every method a @staticmethod, nothing else")
+                if not (isinstance(statement, ast.FunctionDef) and self.static_method(statement)):
+                    self.add(
+                        statement,
+                        "class",
+                        f"{_CLASSES}: every method a @staticmethod, under it at most autocast's custom_fwd on "
+                        "forward, custom_bwd or once_differentiable on backward, and @torch.no_grad",
+                    )
         elif self.is_record(node):
             for statement in body:
                 if not (
@@ -392,6 +415,32 @@ class _Checker:
                     self.add(statement, "class", f"{_CLASSES}: a record holds `name: type = constant` only")
         else:
             self.add(node, "class", _CLASSES)
+
+    def static_method(self, method: ast.FunctionDef) -> bool:
+        """`@staticmethod` first, then only what `method_decorator` allows."""
+        if not method.decorator_list:
+            return False
+        first, *rest = method.decorator_list
+        return (
+            isinstance(first, ast.Name)
+            and first.id == "staticmethod"
+            and all(self.method_decorator(method, d) for d in rest)
+        )
+
+    def method_decorator(self, method: ast.FunctionDef, decorator: ast.AST) -> bool:
+        """A grad mode, or autograd's helper allowed on this method (`_METHOD_DECORATORS`) with constant
+        autocast options."""
+        name = self.module.resolve(_decorated(decorator))
+        if name in _GRAD_MODES:
+            return True
+        if name is None or method.name not in _METHOD_DECORATORS.get(name, frozenset()):
+            return False
+        if not isinstance(decorator, ast.Call):
+            return True
+        return not name.endswith("once_differentiable") and (
+            not decorator.args
+            and all(k.arg in _AUTOCAST_OPTIONS and self.constant(k.value) for k in decorator.keywords)
+        )
 
     def is_record(self, node: ast.ClassDef) -> bool:
         """A NamedTuple class, or a plain class under one @dataclass whose options are constants."""
@@ -506,6 +555,14 @@ class _Checker:
             self.add(
                 node, "module_alias", f"`{node.id}` is used only through its attributes (no alias of it)"
             )
+        elif (self.module.names.get(node.id) or "").startswith("torch.") and not isinstance(
+            self.parents.get(node), ast.Attribute
+        ):
+            # A torch type or dtype imported by name: judged as its `torch.` name (a longer chain is
+            # judged whole, as an attribute).
+            parent = self.parents.get(node)
+            called = isinstance(parent, ast.Call) and parent.func is node
+            self.torch_reference(node, self.module.names[node.id], called)
 
     def binding(self, node: ast.AST, name: str) -> None:
         # A dunder bound where no `ast.Name` is (`except ... as`) is refused here; the rest at their names.
@@ -583,6 +640,8 @@ class _Checker:
         parent = self.parents.get(node)
         if full == _AUTOGRAD_BASE and isinstance(parent, ast.ClassDef) and node in parent.bases:
             return  # the base of an autograd Function, judged with its class
+        if full in _METHOD_DECORATORS and self.decorates_method(node):
+            return  # autograd's helper on a method, judged with its class
         if called:
             if full in TORCH_CALLS or (
                 len(parts) == 3 and parts[1] == "cuda" and parts[2] in TORCH_CUDA_CALLS
@@ -647,6 +706,19 @@ class _Checker:
             methods = self.module.autograd[func.value.id]
             return func.attr == "apply" or (func.attr in methods and func.attr not in _CONTEXT_METHODS)
         return func.attr in _CTX_METHODS and self.on_context(func.value)
+
+    def decorates_method(self, node: ast.AST) -> bool:
+        """Whether `node` is (the function called by) a decorator of an autograd Function's method."""
+        parent = self.parents.get(node)
+        decorator = parent if isinstance(parent, ast.Call) and parent.func is node else node
+        method = self.parents.get(decorator)
+        owner = self.parents.get(method) if method is not None else None
+        return (
+            isinstance(method, ast.FunctionDef)
+            and decorator in method.decorator_list
+            and isinstance(owner, ast.ClassDef)
+            and self.is_autograd(owner)
+        )
 
     def is_decorator(self, node: ast.Call) -> bool:
         parent = self.parents.get(node)

@@ -1,7 +1,8 @@
 """Honest corpus (Triton): the wrapper Triton's tutorials put around a kernel: a torch.autograd.Function
 with static forward and backward methods (the context's saved tensors and attributes, a static helper
-that launches), called through a module-level `gemm = _Gemm.apply`; its tile shape in a frozen
-@dataclass and its launch shape in a NamedTuple; a torch.cuda.synchronize() left in after the launch."""
+that launches), called through a module-level `gemm = _Gemm.apply`, forward under autocast's custom_fwd and backward
+once-differentiable; its tile shape in a frozen @dataclass and its launch shape in a NamedTuple; torch's
+Tensor type imported by name for the annotations; a torch.cuda.synchronize() left in after the launch."""
 
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -9,6 +10,7 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+from torch import Tensor
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class _Gemm(torch.autograd.Function):
     """C = A @ B^T into a preallocated C; backward reuses the same kernel for dA and dB."""
 
     @staticmethod
-    def launch(a, b, c):
+    def launch(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
         M, K = a.shape
         N = b.shape[0]
         grid = (triton.cdiv(M, TILE.m), triton.cdiv(N, TILE.n))
@@ -64,13 +66,15 @@ class _Gemm(torch.autograd.Function):
         return c
 
     @staticmethod
-    def forward(ctx, a, b, c):
+    @torch.amp.custom_fwd(device_type="cuda")
+    def forward(ctx, a: Tensor, b: Tensor, c: Tensor) -> Tensor:
         ctx.save_for_backward(a, b)
         ctx.shape = (a.shape[0], b.shape[0], a.shape[1])
         return _Gemm.launch(a, b, c)
 
     @staticmethod
-    def backward(ctx, grad_c):
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_c: Tensor) -> tuple[Tensor, Tensor, None]:
         a, b = ctx.saved_tensors
         grad_a = torch.empty_like(a)
         grad_b = torch.empty_like(b)
@@ -82,6 +86,6 @@ class _Gemm(torch.autograd.Function):
 gemm = _Gemm.apply
 
 
-def run(A, B, C):
+def run(A: Tensor, B: Tensor, C: Tensor) -> None:
     gemm(A, B, C)
     torch.cuda.synchronize()  # left in from debugging
