@@ -35,7 +35,8 @@ def test_the_base_passes_and_host_glue_is_allowed() -> None:
         "    sms = torch.cuda.get_device_properties(A.device).multi_processor_count\n"
         "    shape = [d for d in A.shape]\n"
         "    shape.append(math.ceil(n / 2))\n"
-        "    eps = torch.finfo(torch.float32).eps\n",
+        "    eps = torch.finfo(torch.float32).eps\n"
+        "    torch.cuda.current_stream().synchronize()\n",
     )
     assert scan(glue) == []
     allocator = BASE + (

@@ -140,7 +140,9 @@ HOST_METHODS = frozenset(
      "detach", "new_empty", "new_empty_strided",
      "append", "extend", "insert", "pop", "index", "count", "items", "keys", "values", "get", "setdefault",
      "update", "copy", "format", "join", "bit_length",
-     "debug", "info", "warning", "error", "critical", "exception"}
+     "debug", "info", "warning", "error", "critical", "exception",
+     # a wait for the current stream (`torch.cuda.current_stream().synchronize()`), as torch.cuda's own
+     "synchronize"}
 )  # fmt: skip
 # The names PTXBench rejects as library compute wherever they are called (`tl.softmax` included).
 LIBRARY_COMPUTE = frozenset(

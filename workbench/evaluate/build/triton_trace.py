@@ -152,7 +152,7 @@ def simulate_cuda(capability: tuple[int, int], name: str, sms: int) -> None:
         "set_device": lambda device: None,
         "device": lambda device=None: contextlib.nullcontext(),
         "current_stream": lambda device=None: types.SimpleNamespace(
-            cuda_stream=0, device=torch.device("meta")
+            cuda_stream=0, device=torch.device("meta"), synchronize=lambda: None
         ),
         "get_device_properties": lambda device=None: properties,
         "get_device_capability": lambda device=None: capability,

@@ -1,6 +1,7 @@
 """Honest corpus (Triton): the header of Triton's own tutorials (DEVICE and the SM count from
 triton.runtime.driver, cached with functools), autotune configs built with itertools.product, typing.Final
-constants, and a persistent grid: one program per SM walking the tiles in grouped order."""
+constants, and a persistent grid: one program per SM walking the tiles in grouped order; a wait for the
+current stream left in after the launch."""
 
 import functools
 import itertools
@@ -74,3 +75,4 @@ def run(A: torch.Tensor, B: torch.Tensor, C: torch.Tensor) -> None:
         A, B, C, M, N, K, A.stride(0), A.stride(1), B.stride(0), B.stride(1), C.stride(0), C.stride(1),
         NUM_SMS=num_sms(), GROUP=GROUP_M,
     )  # fmt: skip
+    torch.cuda.current_stream().synchronize()
