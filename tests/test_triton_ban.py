@@ -400,6 +400,12 @@ def test_autograds_own_helpers_under_a_methods_staticmethod_pass() -> None:
         "    @torch.autograd.function.once_differentiable\n    def backward",
     )  # fmt: skip
     assert scan(helpers + "\n\ndef run(A, B, C):\n    _Copy.apply(A, C)\n") == []
+    # Not on a helper method (its first argument is no context) nor on a function of the file.
+    helper = "    @staticmethod\n    @torch.amp.custom_fwd(device_type='cuda')\n    def fill(out, A):\n        return A\n\n"
+    assert "class" in rules(THROUGH_APPLY.replace(forward, helper + forward))
+    assert "decorator" in rules(
+        BASE + "\n\n@torch.amp.custom_fwd(device_type='cuda')\ndef helper(A):\n    return A\n"
+    )
 
 
 def test_torchs_types_and_dtypes_may_be_imported_by_name() -> None:
@@ -425,16 +431,26 @@ CLASS_CASES = [
     ),
     "@torch.no_grad\n" + AUTOGRAD.lstrip("\n"),
     # autograd's helpers: under @staticmethod, each on its own method, with constant options only
-    AUTOGRAD.replace("    @staticmethod\n    def forward", "    @torch.amp.custom_fwd(device_type='cuda')\n"
-                     "    @staticmethod\n    def forward"),
-    AUTOGRAD.replace("    @staticmethod\n    def backward", "    @staticmethod\n"
-                     "    @torch.amp.custom_fwd(device_type='cuda')\n    def backward"),
-    AUTOGRAD.replace("    @staticmethod\n    def forward", "    @staticmethod\n"
-                     "    @torch.autograd.function.once_differentiable\n    def forward"),
-    AUTOGRAD.replace("    @staticmethod\n    def forward", "    @staticmethod\n"
-                     "    @torch.amp.custom_fwd(device_type=str(1))\n    def forward"),
-    AUTOGRAD.replace("    @staticmethod\n    def forward", "    @staticmethod\n"
-                     "    @torch.amp.custom_fwd('cuda')\n    def forward"),
+    AUTOGRAD.replace(
+        "    @staticmethod\n    def forward",
+        "    @torch.amp.custom_fwd(device_type='cuda')\n    @staticmethod\n    def forward",
+    ),
+    AUTOGRAD.replace(
+        "    @staticmethod\n    def backward",
+        "    @staticmethod\n    @torch.amp.custom_fwd(device_type='cuda')\n    def backward",
+    ),
+    AUTOGRAD.replace(
+        "    @staticmethod\n    def forward",
+        "    @staticmethod\n    @torch.autograd.function.once_differentiable\n    def forward",
+    ),
+    AUTOGRAD.replace(
+        "    @staticmethod\n    def forward",
+        "    @staticmethod\n    @torch.amp.custom_fwd(device_type=str(1))\n    def forward",
+    ),
+    AUTOGRAD.replace(
+        "    @staticmethod\n    def forward",
+        "    @staticmethod\n    @torch.amp.custom_fwd('cuda')\n    def forward",
+    ),
     # a record's fields: constants only, no methods, no other decorator
     "from dataclasses import dataclass\n\n@dataclass\nclass R:\n    x: int = len('ab')",
     "from dataclasses import dataclass\n\n@dataclass\nclass R:\n    x: int = 1\n\n    def twice(self):\n        return 2",
