@@ -98,6 +98,9 @@ def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
         'printf("slower than cuBLAS\\n"); const char* note = "layout as in cuDNN";\n',
         'TVM_FFI_ICHECK(ok) << "cuBLAS-like tiling"; static const char* k = "gemm_cublas_compatible";\n',
         "int cutlass_style_swizzle(int x);\nnamespace cutlass_like { int y; }\nauto cublas_like = 1;\n",
+        # CUB's primitives that go inside the user's own kernels.
+        "#include <cub/cub.cuh>\n#include <cub/warp/warp_reduce.cuh>\n"
+        "using Sum = cub::BlockReduce<float, 128>; cub::WarpReduce<float>::TempStorage t; cub::Sum op;\n",
     ],
 )
 def test_allowed(source: str) -> None:
@@ -112,6 +115,9 @@ def test_allowed(source: str) -> None:
         ("int op = CUBLAS_OP_T;\n", "cublas"),
         ("int v = cudnnGetVersion();\n", "cudnn"),
         ("namespace cutlass { }\n", "cutlass"),
+        ("cub::DeviceReduce::Sum(tmp, bytes, in, out, n);\n", "cub_thrust"),
+        ("auto d = cub :: DispatchReduce<int>{};\n", "cub_thrust"),
+        ("thrust::sort(v.begin(), v.end());\n", "cub_thrust"),
         ('const char* name = "cudnnConvolutionForward";\n', "library_name"),
         ('int gemm(int) __asm__("cublasSgemm_v2");\n', "library_name"),
         ('const char* file = "libcublas";\n', "library_name"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.build_support import KERNELS, build_kernel, needs_nvcc, session_cache
-from workbench.evaluate.build.link_policy import import_allowed
+from workbench.evaluate.build.link_policy import import_allowed, library_kernels
 from workbench.evaluate.build.nvcc import build, compile_source, first_errors
 from workbench.evaluate.build.ptxas_report import parse_ptxas
 from workbench.evaluate.render import short_kernel
@@ -239,6 +239,24 @@ def test_a_system_call_in_host_assembly_is_banned(tmp_path: Path) -> None:
     stage = asyncio.run(compile_source(source, get_target("hopper"), 300, tmp_path))
     assert stage.status == Status.banned, stage.message
     assert "system call instruction" in stage.message
+
+
+def test_a_librarys_kernel_in_the_module_is_banned_however_it_was_named(tmp_path: Path) -> None:
+    """CUB's device-wide reduce reached without the `cub::` the source scan knows (`using namespace cub`):
+    its kernels are in the module, under CUB's namespace; the user's own kernels beside them are not."""
+    head, export, tail = (KERNELS / "abi_example.cu").read_text().rpartition("TVM_FFI_DLL_EXPORT_TYPED_FUNC")
+    reduce = (
+        "using namespace cub;\n"
+        "void reduce(float* in, float* out, void* tmp, size_t bytes, cudaStream_t s) {\n"
+        "  DeviceReduce::Sum(tmp, bytes, in, out, 1024, s);\n}\n"
+        "void (*volatile keep_reduce)(float*, float*, void*, size_t, cudaStream_t) = reduce;\n"
+    )
+    source = "#include <cub/cub.cuh>\n" + head + reduce + export + tail
+    stage = asyncio.run(compile_source(source, get_target("hopper"), 300, tmp_path))
+    assert stage.status == Status.banned, stage.message
+    assert "kernel(s) of a library's own templates" in stage.message and "DeviceReduce" in stage.message
+    assert library_kernels(["_Z6reduceIN3cub3SumEEvv", "_ZN12_GLOBAL__N_14gemmEv"]) == []
+    assert library_kernels(["_ZN6thrust8cuda_cub4core13_kernel_agentIvEEvv"]) != []
 
 
 def test_ptxas_error_keeps_the_ptx_it_cites(cache: Path) -> None:

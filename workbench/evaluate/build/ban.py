@@ -121,7 +121,9 @@ _CUDA_HEADERS = frozenset(
         "crt/storage_class.h",
     }
 )
-_ALLOWED_PREFIXES = ("cooperative_groups/", "cuda/", "nv/", "tvm/ffi/", "dlpack/")
+# CUB's headers: its block-, warp- and thread-level primitives compile into the candidate's own kernels;
+# its device-wide algorithms (library kernels) are refused by name here and by kernel in the build.
+_ALLOWED_PREFIXES = ("cooperative_groups/", "cuda/", "nv/", "tvm/ffi/", "dlpack/", "cub/")
 
 # The C and C++ standard libraries' headers, all of them (and libstdc++'s everything-header): what host
 # code then calls is the link policy's to judge (files, signals, jumps, threads are refused there, at the
@@ -279,11 +281,7 @@ _LIBRARY_HEADERS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("cublas", re.compile(r"^cublas", re.IGNORECASE), "cuBLAS/cuBLASLt is not allowed"),
     ("cudnn", re.compile(r"^cudnn", re.IGNORECASE), "cuDNN is not allowed"),
     ("cutlass", re.compile(r"^(cutlass|cute)(/|\.h)", re.IGNORECASE), "CUTLASS/CuTe is not allowed"),
-    (
-        "cub_thrust",
-        re.compile(r"^(cub|thrust)(/|\.cuh)", re.IGNORECASE),
-        "CUB/Thrust kernels are not allowed",
-    ),
+    ("cub_thrust", re.compile(r"^thrust(/|\.cuh)", re.IGNORECASE), "Thrust's algorithms are not allowed"),
 )
 
 # The libraries' own names: their API's camelCase functions and types (cublasCreate_v2, cublasLtMatmul,
@@ -303,7 +301,12 @@ _CODE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "CUTLASS is not allowed",
     ),
     ("cutlass", re.compile(r"\bcute\s*::|\bnamespace\s+cute\b"), "CuTe is not allowed"),
-    ("cub_thrust", re.compile(r"\b(cub|thrust)\s*::"), "CUB/Thrust kernels are not allowed"),
+    ("cub_thrust", re.compile(r"\bthrust\s*::"), "Thrust's algorithms are not allowed"),
+    (
+        "cub_thrust",
+        re.compile(r"\bcub\s*::\s*(?:Device|Dispatch)\w*"),
+        "CUB's device-wide algorithms launch the library's kernels",
+    ),
     (
         "dynamic_loading",
         re.compile(r"\b(dlopen|dlmopen|dlsym|dlvsym)\s*\("),
@@ -329,7 +332,8 @@ _INSTEAD: dict[str, str] = {
     "cublas": "write the GEMM yourself (wgmma on Hopper, tcgen05 on Blackwell)",
     "cudnn": "write the attention kernel yourself",
     "cutlass": "write the kernel in plain CUDA with inline PTX",
-    "cub_thrust": "write the reduction or sort yourself",
+    "cub_thrust": "write the reduction or sort in your own kernel (CUB's BlockReduce, WarpReduce and the "
+    "other block- and warp-level primitives may go in it)",
     "dynamic_loading": "call your own kernels and the CUDA runtime/driver directly",
     "library_name": "call your own kernels and the CUDA runtime/driver directly",
 }

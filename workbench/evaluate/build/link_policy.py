@@ -290,6 +290,20 @@ _GLIBC_DENIED: tuple[tuple[frozenset[str], Refusal, str, str], ...] = (
 )
 
 
+# Kernels a library's templates define (their own namespace in the mangled name): CUB's device-wide
+# algorithms and Thrust's (which run on CUB's), CUTLASS/CuTe's. Instantiated in the candidate's file they
+# are kernels of its module, so every later tier would count them as its own; a kernel of the user's own
+# that only takes a library type as a template argument (`_Z6reduceIN3cub3SumEEvv`) is not one.
+_LIBRARY_KERNEL = re.compile(r"^_ZN(?:3cub|6thrust|7cutlass|4cute)\d")
+# CUB's umbrella header defines an empty kernel it only queries (the PTX version it was built for): no work.
+_EMPTY_KERNEL = re.compile(r"^_ZN3cub\w*?6detail11EmptyKernelIvEEvv$")
+
+
+def library_kernels(kernels: list[str]) -> list[str]:
+    """The mangled kernel names (ptxas's entry functions) that are a library's own kernels."""
+    return [name for name in kernels if _LIBRARY_KERNEL.match(name) and not _EMPTY_KERNEL.match(name)]
+
+
 class BinutilsMissing(RuntimeError):
     """nm or objdump is not on PATH: the built library cannot be checked, so it is not judged."""
 

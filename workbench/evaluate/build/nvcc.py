@@ -137,6 +137,9 @@ def nvcc_command(target: Target, toolchain: BuildToolchain) -> list[str]:
         "-O3", "-lineinfo", "--ptxas-options=-v",
         "-shared", "-Xcompiler", "-fPIC", "-std=c++17",
         "-Xcompiler", "-g1",  # host line tables: a refused symbol is traced to the user's line
+        # CUB's headers otherwise bring NVTX, whose loader dlopens the profiler's injection library: the
+        # link policy would refuse an honest BlockReduce for it (NVTX's own header is off the allow-list).
+        "-DCCCL_DISABLE_NVTX",
         f"-I{toolchain.tvm_ffi_include}",
         f"-L{toolchain.tvm_ffi_lib_dir}", f"-Xlinker=-rpath={toolchain.tvm_ffi_lib_dir}",
         "-keep", "-keep-dir", "keep",
@@ -314,6 +317,7 @@ async def compile_source(
             )
         output = _named_for_candidate(run.output, work)
         resources, warnings = parse_ptxas(output)
+        foreign = link_policy.library_kernels([r.kernel for r in resources])
         _demangle_report(resources, warnings)
         stage = BuildStage(
             build_key=key,
@@ -325,7 +329,7 @@ async def compile_source(
         )
         if run.returncode != 0:
             _compile_failed(stage, run.returncode, output, work)
-        elif not _judge_library(stage, work, source, toolchain, target):
+        elif not _judge_library(stage, work, source, toolchain, target, foreign):
             return stage  # an infrastructure error: not cached
         return _store(stage, work, entry, started)
     finally:
@@ -362,10 +366,11 @@ def _compile_failed(stage: BuildStage, returncode: int, output: str, work: Path)
 
 
 def _judge_library(
-    stage: BuildStage, work: Path, source: str, toolchain: BuildToolchain, target: Target
+    stage: BuildStage, work: Path, source: str, toolchain: BuildToolchain, target: Target, foreign: list[str]
 ) -> bool:
-    """nvcc succeeded: keep its PTX and cubin and judge the library it linked. False when the verdict is
-    an infrastructure error (an artifact missing, no binutils), which is not cached."""
+    """nvcc succeeded: keep its PTX and cubin and judge the library it linked (and `foreign`, the library
+    kernels its module holds). False when the verdict is an infrastructure error (an artifact missing, no
+    binutils), which is not cached."""
     for name, found in (
         (PTX_NAME, work / "keep" / PTX_NAME),
         (CUBIN_NAME, work / "keep" / CUBIN_NAME),
@@ -383,6 +388,16 @@ def _judge_library(
         return False
     if link.denials:
         _refuse(stage, link, work, source, toolchain)
+    elif foreign:
+        names = demangle(foreign)
+        stage.status = Status.banned
+        stage.message = (
+            f"the module holds {len(foreign)} kernel(s) of a library's own templates "
+            f"({names.get(foreign[0], foreign[0])[:200]}): CUB's device-wide algorithms, Thrust and CUTLASS "
+            "run the library's kernels (instead: write the kernel yourself; CUB's block- and warp-level "
+            "primitives inside your own kernels are fine)"
+        )
+        stage.errors = [stage.message]
     elif link.system_calls:
         stage.status = Status.banned
         stage.message = (
