@@ -1,7 +1,7 @@
 """Library ban: a source scan run before compiling.
 
 A candidate must bring its own kernels. The scan rejects the vendor libraries (cuBLAS/cuBLASLt,
-cuDNN, CUTLASS/CuTe, CUB/Thrust), any `#include` outside a small allow-list, and dynamic loading
+cuDNN, CUTLASS/CuTe, Thrust, CUB's device-wide algorithms; CUB's block and warp primitives are fine), any `#include` outside a small allow-list, and dynamic loading
 (`dlopen`/`dlsym`, or a library file name in a string literal). Comments are ignored; string
 literals are scanned on their own. Every finding names its line and rule, and whether it is `banned`
 (a library kernel, dynamic loading: what a cheater does) or `unsupported` (a header off the list, a
