@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from workbench.evaluate.build.tvm_ffi_symbols import Refusal
 
 # The toolkit's own headers. libcu++ (`cuda/...`: barrier, pipeline, ptx, std; `nv/target`) is allowed:
-# it wraps single PTX instructions and ships no kernels. CUB and Thrust are libraries of kernels: not allowed.
+# it wraps single PTX instructions and ships no kernels. Thrust is a library of kernels: not allowed; CUB's
+# headers are (_ALLOWED_PREFIXES below).
 _CUDA_HEADERS = frozenset(
     {
         "cuda.h",
