@@ -172,6 +172,8 @@ HOSTILES: dict[str, tuple[tuple[str, ...], int | None, str, str, Callable[[dict]
         _message_has("timed calls were wrong"),
     ),
     "decoy": (("wgmma", "mma"), None, "dynamic", "decoy", _message_has("HMMA", "must do the work, once")),
+    # The same with the answer from a multiply and an add per multiply-add (FMUL, FADD), no FMA at all.
+    "decoy_split": (("wgmma",), None, "dynamic", "decoy", _message_has("FMUL", "must do the work, once")),
     "wrong_sometimes": (
         ("wgmma",),
         None,

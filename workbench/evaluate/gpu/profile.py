@@ -79,7 +79,10 @@ MIN_TENSOR_SHARE = 0.9
 # thread (so a lower bound): mma.sync m16n8k4 tf32 = 1024 FLOPs per warp, m8n8k16 s8 = 2048, m8n8k4
 # f64 = 512; wgmma m64n8k8 tf32 = 8192 per warpgroup, m64n8k32 e4m3/s8 = 32768; an FMA is 2, a
 # paired one 4. Blackwell's tcgen05.mma is issued by one thread: its smallest shape (M 64, N 8, K 8
-# tf32) = 8192 per issue.
+# tf32) = 8192 per issue. Not only fused multiply-adds: a multiply-add split in two (`__fmul_rn` then
+# `__fadd_rn`: FMUL, FADD; their half2, double and paired forms), one in fixed point (IMAD, at 1: it
+# also serves as a move or a shift; IDP's dot products at their 2-wide 4) and one in the log domain
+# (an exponential, MUFU) each stand for at least one of the task's FLOPs.
 LEAST_FLOPS_PER_THREAD = {
     "HMMA": 32,
     "IMMA": 64,
@@ -95,11 +98,32 @@ LEAST_FLOPS_PER_THREAD = {
     "DFMA": 2,
     "FFMA2": 4,
     "HFMA2": 4,
+    "FFMA32I": 2,
+    "FMUL": 1,
+    "FADD": 1,
+    "FMUL32I": 1,
+    "FADD32I": 1,
+    "FSWZADD": 1,
+    "FMUL2": 2,
+    "FADD2": 2,
+    "HMUL2": 2,
+    "HADD2": 2,
+    "DMUL": 1,
+    "DADD": 1,
+    "IMAD": 1,
+    "IMAD32I": 1,
+    "IMUL": 1,
+    "IDP": 4,
+    "MUFU": 1,
 }
 # Beside a tensor family that did the task's FLOPs, at most this share of them done again elsewhere.
 # Measured on the H200 (benchmarks/results/2026-12-03_work_accounting_h200.log): 0 for the 16 honest
 # corpus kernels and the GEMM reference, 0.013 % attention forward, 0.16 % backward (softmax FMAs); a
 # decoy answering from mma.sync m16n8k16 shows 25 % at this lower bound (128 FLOPs per thread, counted 32).
+# With the split, fixed-point and log-domain forms counted, the H200's recorded profiles give 0.06 % for
+# the GEMM reference, 0.7-1.5 % for attention forward and backward, 0.8-3.2 % for the FP8 GEMM's
+# promotions and about 4 % for FP8 attention (benchmarks/work_recount.py,
+# benchmarks/results/2026-12-07_work_recount_cpu.txt); a GEMM split into FMUL and FADD shows 100 %.
 MAX_OTHER_SHARE = 0.1
 
 _INSTANCE = re.compile(r"\s*([A-Za-z0-9_.]+)\s*:\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*")
