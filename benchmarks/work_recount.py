@@ -16,10 +16,19 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from workbench.evaluate.gpu.profile import LEAST_FLOPS_PER_THREAD
+from workbench.evaluate.gpu.profile import (
+    FAMILY_TENSOR_METRIC,
+    LEAST_FLOPS_PER_THREAD,
+    METRIC_OPCODES,
+    TENSOR_FLOPS_METRIC,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
-REQUIRED = {"GMMA": {"HGMMA", "IGMMA", "QGMMA"}, "QGMMA": {"QGMMA"}}
+# What the task's tensor metric counts, as the dynamic tier excludes it: bf16 wgmma, or FP8's.
+REQUIRED = {
+    "GMMA": METRIC_OPCODES[TENSOR_FLOPS_METRIC["hopper"]],
+    "QGMMA": METRIC_OPCODES[FAMILY_TENSOR_METRIC[("hopper", "QGMMA")]],
+}
 _OPCODE_LINE = re.compile(r'\s*"(\w+)": (\d+),?$')
 _TIMING = re.compile(r"timing: candidate ([0-9.]+) ms.*?; ([0-9.]+) TFLOP/s")
 
@@ -69,7 +78,7 @@ def _cut_stages(text: str) -> Iterator[tuple[dict[str, int], float]]:
             yield opcodes, float(timing.group(1)) * 1e-3 * float(timing.group(2)) * 1e12
 
 
-def shares(opcodes: dict[str, int | float], task_flops: float, required: set[str]) -> dict[str, float]:
+def shares(opcodes: dict[str, int | float], task_flops: float, required: frozenset[str]) -> dict[str, float]:
     """Each counted opcode's share of the task's FLOPs, outside the required family."""
     return {
         opcode: count * LEAST_FLOPS_PER_THREAD[opcode] / task_flops

@@ -88,6 +88,10 @@ def test_the_token_wgmmas_simt_work_is_counted_at_exactly_the_tasks_flops() -> N
         ("half2 split", {"HMUL2": M * N * K / 2, "HADD2": M * N * K / 2}, "HMUL2 50%"),
         ("double", {"DMUL": M * N * K, "DADD": M * N * K}, "DMUL 50%"),
         ("dot products", {"IDP": M * N * K / 4}, "IDP 50%"),
+        # wgmma of another operand type: int8 or FP8 (four products of split operands) at m64n256k32,
+        # 8192 FLOPs per thread, counted at the smallest shape's 256: a lower bound of 12.5 %.
+        ("int8 wgmma", {"IGMMA": 4 * 2.0 * M * N * K / 8192}, "IGMMA 12%"),
+        ("FP8 wgmma", {"QGMMA": 4 * 2.0 * M * N * K / 8192}, "QGMMA 12%"),
     ],
 )
 def test_a_decoy_answering_from_any_form_of_multiply_add_is_its_own_failure(
@@ -98,7 +102,7 @@ def test_a_decoy_answering_from_any_form_of_multiply_add_is_its_own_failure(
     (wgmma,) = launches("wgmma_gemm")
     answer = {"name": "answer", "opcodes": opcodes, "tensor_flops": 0.0, "time_ns": 1.0}
     stage = dynamic_stage([wgmma, answer], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper")
-    assert stage["tensor_share"] == 1.0 and stage["other_work_share"] > 0.5
+    assert stage["tensor_share"] == 1.0 and stage["other_work_share"] > 0.1
     assert stage["status"] == "decoy", path
     assert shown in stage["message"] and "must do the work, once" in stage["message"]
 

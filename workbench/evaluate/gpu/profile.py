@@ -34,6 +34,12 @@ from workbench.evaluate.gpu.protocol import Status
 TENSOR_FLOPS_METRIC = {"hopper": "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum"}
 # The tensor-pipe metric that counts a required family's work, where it is not the target's own.
 FAMILY_TENSOR_METRIC = {("hopper", "QGMMA"): "sm__ops_path_tensor_src_fp8.sum"}
+# The opcodes whose work each tensor metric counts: every other math opcode is other work, wgmma of
+# another operand type included (an int8 or FP8 wgmma answering beside a bf16 one run for show).
+METRIC_OPCODES = {
+    TENSOR_FLOPS_METRIC["hopper"]: frozenset({"HGMMA"}),
+    FAMILY_TENSOR_METRIC[("hopper", "QGMMA")]: frozenset({"QGMMA"}),
+}
 # Families whose work is not tensor-core math (memory-bound tasks): no FLOP share is asked of them.
 NO_TENSOR_SHARE = frozenset({"ASYNC_COPY"})
 # A memory-bound family's work is moving the task's bytes, and the copy engine (TMA, bulk copies) must
@@ -392,7 +398,8 @@ def dynamic_stage(
         return stage
     threads = executed_families[required]
     if tensor_flops is not None and task_flops:
-        other = other_work(opcodes, set(families.get(required, [])))
+        counted = METRIC_OPCODES.get(wanted or "", frozenset(families.get(required, [])))
+        other = other_work(opcodes, counted)
         if not _judge_tensor_share(stage, required, threads, other):
             return stage
     elif required in NO_TENSOR_SHARE:
