@@ -85,6 +85,8 @@ def test_the_local_path_builds_here_and_hands_the_worker_the_library(
         {"dynamic_s": 100.0, "call_s": 3.0},
     )
     assert begin["spec"]["target"] == "hopper" and "triton_entry" not in begin["spec"]
+    # Its wgmma.m64n256k16, 4096 FLOPs a thread: what the dynamic tier counts any other work's at.
+    assert begin["spec"]["mma_flops_per_thread"] == {"HGMMA": 2 * 64 * 256 * 16 / 128}
     assert begin_wait == 100.0 + BEGIN_MARGIN_S and stage_wait == 100.0 + STAGE_MARGIN_S
     assert (stage["trials"], stage["warmup"], stage["iterations"]) == (3, 10, 50)
     assert result.seed == 7 and result.device == "NVIDIA H200 (0)"

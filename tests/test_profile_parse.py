@@ -141,6 +141,23 @@ def test_a_decoy_whose_answer_comes_from_mma_sync_is_its_own_failure() -> None:
     DynamicStage.model_validate(stage)
 
 
+def test_matrix_multiplies_count_at_the_shapes_the_candidates_sass_holds() -> None:
+    """Counted at the smallest shape there is, the mma.sync decoy above shows 25 %; at the m16n8k16 its
+    SASS holds, the whole task again. An int8 wgmma answering at m64n256k32 in four products shows 400 %."""
+    (wgmma,) = launches("wgmma_gemm")
+    flops = 2.0 * M * N * K
+    mma_sync = {"name": "mma_path", "opcodes": {"HMMA": flops / 128}, "tensor_flops": 0.0, "time_ns": 1.0}
+    shapes = {"HGMMA": 4096.0, "HMMA": 128.0}
+    stage = dynamic_stage([wgmma, mma_sync], FAMILY_LISTS, "GMMA", flops, "hopper", None, None, shapes)
+    assert stage["status"] == "decoy" and stage["other_work_share"] == pytest.approx(1.0, abs=0.001)
+    int8 = {"name": "int8_path", "opcodes": {"IGMMA": 4 * flops / 8192}, "tensor_flops": 0.0, "time_ns": 1.0}
+    stage = dynamic_stage([wgmma, int8], FAMILY_LISTS, "GMMA", flops, "hopper", None, None, {"IGMMA": 8192.0})
+    assert stage["status"] == "decoy" and "IGMMA 400%" in stage["message"]
+    # A shape never lowers an opcode below its least: a SASS that claims less changes nothing.
+    low = dynamic_stage([wgmma, mma_sync], FAMILY_LISTS, "GMMA", flops, "hopper", None, None, {"HMMA": 1.0})
+    assert low["other_work_share"] == pytest.approx(0.25, abs=0.001)
+
+
 def test_a_wgmma_no_thread_executes_is_not_executed() -> None:
     (launch,) = launches("token_wgmma")
     launch["opcodes"].pop("HGMMA")

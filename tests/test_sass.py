@@ -16,6 +16,7 @@ from workbench.evaluate.build.sass import (
     family_counts,
     family_of,
     missing_family_message,
+    mma_flops_per_thread,
     parse_sass,
     static_stage,
 )
@@ -76,6 +77,36 @@ def test_predicates_and_modifiers() -> None:
     assert family_counts(dump.opcodes) == {"GMMA": 1, "MBARRIER": 1, "TCGEN05_MMA": 1}
 
 
+def test_each_matrix_multiply_counts_at_its_smallest_shape_in_the_dump() -> None:
+    # The spellings ptxas 13.0 gives sm_90a (a probe of every mma.sync and wgmma operand type).
+    lines = [
+        "HGMMA.64x256x16.F32.BF16 R24, gdesc[UR4], R24, gsb0",
+        "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24, gsb0",
+        "IGMMA.64x8x32.S8.S8 R8, gdesc[UR4], R8",
+        "QGMMA.64x256x32.F32.E4M3.E4M3 R8, gdesc[UR4], R8",
+        "HMMA.16816.F32.BF16 R4, R8, R12, R4",
+        "HMMA.1688.F32.TF32 R4, R8, R12, R4",
+        "IMMA.16832.S8.S8 R4, R8, R12, R4",
+        "DMMA.8x8x4 R4, R8, R12, R4",
+        "DMMA.16x8x16 R4, R8, R12, R4",
+        "FFMA R1, R2, R3, R4",
+    ]
+    text = "\t\tFunction : k\n" + "".join(
+        f"        /*{i:04x}*/  @P0 {line} ;\n" for i, line in enumerate(lines)
+    )
+    assert mma_flops_per_thread(text) == {
+        "HGMMA": 2 * 64 * 128 * 16 / 128,  # a warpgroup's
+        "IGMMA": 2 * 64 * 8 * 32 / 128,
+        "QGMMA": 2 * 64 * 256 * 32 / 128,
+        "HMMA": 2 * 16 * 8 * 8 / 32,  # a warp's: tf32 m16n8k8 is the smaller
+        "IMMA": 2 * 16 * 8 * 32 / 32,
+        "DMMA": 2 * 8 * 8 * 4 / 32,
+    }
+    # A shape not read here leaves the opcode to its least over every shape.
+    odd = text + "        /*0100*/  HMMA.SP.16832.F32.BF16 R4, R8, R12, R4 ;\n"
+    assert "HMMA" not in mma_flops_per_thread(odd)
+
+
 def test_family_tables_match_design() -> None:
     assert {"HGMMA", "QGMMA", "IGMMA"} <= FAMILIES["GMMA"]
     assert {"UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF"} <= FAMILIES["TMA"]
@@ -120,6 +151,7 @@ def test_mma_sync_kernel_is_missing_gmma_and_says_hmma(cache: Path) -> None:
     assert stage.status == Status.static_missing_family and not stage.required_present
     assert stage.families.get("MMA_SYNC", 0) >= 1 and "GMMA" not in stage.families
     assert "HMMA x" in stage.message and "mma.sync/WMMA" in stage.message
+    assert stage.sass_path and mma_flops_per_thread(Path(stage.sass_path).read_text()) == {"HMMA": 128.0}
 
 
 @needs_nvcc

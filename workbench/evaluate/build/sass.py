@@ -108,6 +108,42 @@ class SassDump:
         return total
 
 
+# Matrix-multiply opcodes and the threads that issue one together: a warpgroup's wgmma, a warp's mma.sync.
+_MMA_THREADS = {"HGMMA": 128, "IGMMA": 128, "QGMMA": 128, "HMMA": 32, "IMMA": 32, "DMMA": 32}
+# mma.sync's shapes as ptxas spells them on sm_90a (`HMMA.16816.F32.BF16` is m16n8k16); wgmma's and
+# DMMA's are `64x256x16`, `16x8x16`.
+_MMA_CODES = {
+    "1684": (16, 8, 4),
+    "1688": (16, 8, 8),
+    "16816": (16, 8, 16),
+    "16832": (16, 8, 32),
+    "16864": (16, 8, 64),
+    "8816": (8, 8, 16),
+    "8832": (8, 8, 32),
+}
+_MMA_SHAPE = re.compile(r"^\.(\d+)x(\d+)x(\d+)(?:\.|$)")
+
+
+def mma_flops_per_thread(text: str) -> dict[str, float]:
+    """Per matrix-multiply opcode in a SASS dump, the fewest FLOPs one thread's execution of it does
+    among the shapes the dump holds (those whose shape ptxas spells plainly): what the dynamic tier
+    counts each executed thread of it at, where that is more than its least over every shape."""
+    least: dict[str, float] = {}
+    for line in text.splitlines():
+        match = _INSTRUCTION.match(line)
+        if match is None or match.group(2) not in _MMA_THREADS:
+            continue
+        opcode, modifiers = match.group(2), match.group(3)
+        shape = _MMA_SHAPE.match(modifiers)
+        dims = tuple(int(d) for d in shape.groups()) if shape else _MMA_CODES.get(modifiers[1:].split(".")[0])
+        if dims is None:
+            least[opcode] = 0.0  # a shape not read here: only the opcode's least over every shape holds
+            continue
+        flops = 2.0 * dims[0] * dims[1] * dims[2] / _MMA_THREADS[opcode]
+        least[opcode] = min(least.get(opcode, flops), flops)
+    return {opcode: flops for opcode, flops in least.items() if flops > 0}
+
+
 def parse_sass(text: str) -> SassDump:
     dump = SassDump()
     current: Counter[str] | None = None

@@ -338,12 +338,21 @@ def launch_configurations(launches: list[dict], target: str) -> list[dict]:
     return configurations
 
 
-def other_work(opcodes: dict[str, float], required: frozenset[str] | set[str]) -> dict[str, float]:
-    """FLOPs (a lower bound) each math instruction outside the required family did in one call."""
+def other_work(
+    opcodes: dict[str, float],
+    required: frozenset[str] | set[str],
+    per_thread: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """FLOPs (a lower bound) each math instruction outside the required family did in one call: at the
+    fewest any of its shapes does per thread, or, for a matrix multiply, at the fewest among the shapes
+    the candidate's own SASS holds (`per_thread`, `sass.mma_flops_per_thread`), where that is more."""
+    weights = {
+        op: max(least, (per_thread or {}).get(op, 0.0)) for op, least in LEAST_FLOPS_PER_THREAD.items()
+    }
     return {
-        opcode: threads * LEAST_FLOPS_PER_THREAD[opcode]
+        opcode: threads * weights[opcode]
         for opcode, threads in opcodes.items()
-        if opcode in LEAST_FLOPS_PER_THREAD and opcode not in required and threads > 0
+        if opcode in weights and opcode not in required and threads > 0
     }
 
 
@@ -355,11 +364,13 @@ def dynamic_stage(
     target: str,
     own_kernels: set[str] | None = None,
     task_min_bytes: float | None = None,
+    mma_flops_per_thread: dict[str, float] | None = None,
 ) -> dict:
     """The dynamic stage dict from the parsed launches of one profiled call. With `own_kernels`, a launch
     of any other kernel (cuBLAS reached through dlopen, say) is left out: its instructions and tensor work
     never count for the candidate (the correctness tier fails such a call as foreign_kernel). For a
-    memory-bound family, `task_min_bytes` scales what ordinary loads fetched, where ncu counted it."""
+    memory-bound family, `task_min_bytes` scales what ordinary loads fetched, where ncu counted it; the
+    other work's matrix multiplies count at their shapes in the candidate's SASS (`mma_flops_per_thread`)."""
     launches, foreign = _own_launches(launches, own_kernels)
     wanted = tensor_metric(target, required)
     opcodes, tensor_flops = _summed_work(launches, wanted)
@@ -399,7 +410,7 @@ def dynamic_stage(
     threads = executed_families[required]
     if tensor_flops is not None and task_flops:
         counted = METRIC_OPCODES.get(wanted or "", frozenset(families.get(required, [])))
-        other = other_work(opcodes, counted)
+        other = other_work(opcodes, counted, mma_flops_per_thread)
         if not _judge_tensor_share(stage, required, threads, other):
             return stage
     elif required in NO_TENSOR_SHARE:
