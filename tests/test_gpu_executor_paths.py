@@ -126,6 +126,7 @@ def test_the_ssh_path_builds_on_the_gpu_host_with_the_remote_build_module(
     assert ops(worker) == ["begin", "correctness", "timing", "dynamic", "end"]
     assert worker.asked[0][0]["kernels"] == WGMMA_KERNELS
     assert worker.asked[0][0]["library"] == result.stages.build.library_path
+    assert worker.asked[0][0]["spec"]["mma_flops_per_thread"] == {"HGMMA": 2 * 64 * 256 * 16 / 128}
 
 
 def test_a_remote_build_without_a_reply_is_an_infrastructure_error(monkeypatch: pytest.MonkeyPatch) -> None:
