@@ -68,6 +68,14 @@ async def _triton_runtime(build: BuildStage, timeout_s: float) -> tuple[Path, li
         return f"the Triton trace cannot be read: {exc}"
 
 
+async def _mma_flops(stage: StaticStage) -> dict[str, float] | None:
+    """Each matrix multiply's fewest FLOPs per thread in the static tier's SASS, where it was read here."""
+    if not stage.sass_path or not Path(stage.sass_path).is_file():
+        return None
+    text = await asyncio.to_thread(Path(stage.sass_path).read_text, errors="replace")
+    return mma_flops_per_thread(text)
+
+
 @dataclass
 class GpuRun:
     """One evaluation on its way: what the build and static steps hand the GPU tiers."""
@@ -147,9 +155,7 @@ class GpuExecutor:
             library = so_far.stages.build.library_path
             if library:
                 run.kernels = await asyncio.to_thread(module_kernels, library, stage.sass_path)
-            if stage.sass_path and Path(stage.sass_path).is_file():
-                text = await asyncio.to_thread(Path(stage.sass_path).read_text, errors="replace")
-                run.mma_flops = mma_flops_per_thread(text)
+            run.mma_flops = await _mma_flops(stage)
             return stage
 
         return [("build", build_here), ("static", static_here)]
@@ -165,6 +171,7 @@ class GpuExecutor:
 
         async def static_and_runtime(so_far: EvalResult) -> StageBase:
             stage = await static_stage(so_far.stages.build, run.target)
+            run.mma_flops = await _mma_flops(stage)
             runtime = await _triton_runtime(so_far.stages.build, run.request.compile_timeout_s)
             if isinstance(runtime, str):
                 run.refused = runtime
