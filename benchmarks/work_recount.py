@@ -18,9 +18,9 @@ from pathlib import Path
 
 from workbench.evaluate.gpu.profile import (
     FAMILY_TENSOR_METRIC,
-    LEAST_FLOPS_PER_THREAD,
     METRIC_OPCODES,
     TENSOR_FLOPS_METRIC,
+    other_work,
 )
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -61,30 +61,26 @@ def _stages_in(value: object) -> Iterator[dict]:
             yield from _stages_in(inner)
 
 
-def _cut_stages(text: str) -> Iterator[tuple[dict[str, int], float]]:
+def _cut_stages(text: str) -> Iterator[tuple[dict[str, float], float]]:
     """Opcode listings printed one per line before a cut, each with the FLOPs its timing line implies."""
     lines = text.splitlines()
     for index, line in enumerate(lines):
         if '"executed_opcodes": {' not in line:
             continue
-        opcodes: dict[str, int] = {}
+        opcodes: dict[str, float] = {}
         for following in lines[index + 1 : index + 200]:
             match = _OPCODE_LINE.match(following)
             if match is None:
                 break
-            opcodes[match.group(1)] = int(match.group(2))
+            opcodes[match.group(1)] = float(match.group(2))
         timing = next((_TIMING.search(x) for x in lines[index:] if _TIMING.search(x)), None)
         if opcodes and timing:
             yield opcodes, float(timing.group(1)) * 1e-3 * float(timing.group(2)) * 1e12
 
 
-def shares(opcodes: dict[str, int | float], task_flops: float, required: frozenset[str]) -> dict[str, float]:
-    """Each counted opcode's share of the task's FLOPs, outside the required family."""
-    return {
-        opcode: count * LEAST_FLOPS_PER_THREAD[opcode] / task_flops
-        for opcode, count in opcodes.items()
-        if opcode in LEAST_FLOPS_PER_THREAD and opcode not in required and count > 0
-    }
+def shares(opcodes: dict[str, float], task_flops: float, required: frozenset[str]) -> dict[str, float]:
+    """Each counted opcode's share of the task's FLOPs, outside the required family, as the tier counts it."""
+    return {opcode: flops / task_flops for opcode, flops in other_work(opcodes, required).items()}
 
 
 def main() -> None:

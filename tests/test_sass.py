@@ -16,7 +16,6 @@ from workbench.evaluate.build.sass import (
     family_counts,
     family_of,
     missing_family_message,
-    mma_flops_per_thread,
     parse_sass,
     static_stage,
 )
@@ -94,7 +93,7 @@ def test_each_matrix_multiply_counts_at_its_smallest_shape_in_the_dump() -> None
     text = "\t\tFunction : k\n" + "".join(
         f"        /*{i:04x}*/  @P0 {line} ;\n" for i, line in enumerate(lines)
     )
-    assert mma_flops_per_thread(text) == {
+    assert parse_sass(text).mma_flops_per_thread == {
         "HGMMA": 2 * 64 * 128 * 16 / 128,  # a warpgroup's
         "IGMMA": 2 * 64 * 8 * 32 / 128,
         "QGMMA": 2 * 64 * 256 * 32 / 128,
@@ -104,7 +103,7 @@ def test_each_matrix_multiply_counts_at_its_smallest_shape_in_the_dump() -> None
     }
     # A shape not read here leaves the opcode to its least over every shape.
     odd = text + "        /*0100*/  HMMA.SP.16832.F32.BF16 R4, R8, R12, R4 ;\n"
-    assert "HMMA" not in mma_flops_per_thread(odd)
+    assert "HMMA" not in parse_sass(odd).mma_flops_per_thread
 
 
 def test_family_tables_match_design() -> None:
@@ -151,7 +150,7 @@ def test_mma_sync_kernel_is_missing_gmma_and_says_hmma(cache: Path) -> None:
     assert stage.status == Status.static_missing_family and not stage.required_present
     assert stage.families.get("MMA_SYNC", 0) >= 1 and "GMMA" not in stage.families
     assert "HMMA x" in stage.message and "mma.sync/WMMA" in stage.message
-    assert stage.sass_path and mma_flops_per_thread(Path(stage.sass_path).read_text()) == {"HMMA": 128.0}
+    assert stage.mma_flops_per_thread == {"HMMA": 128.0}
 
 
 @needs_nvcc

@@ -19,7 +19,6 @@ from build_support import session_cache
 
 pytest.importorskip("triton", reason="the Triton track needs the triton wheel (the dev lock has it)")
 
-from workbench.evaluate.build.sass import mma_flops_per_thread
 from workbench.evaluate.gpu.sandbox import landlock_abi
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import EvalResult, Status
@@ -156,7 +155,7 @@ def test_a_tma_gemm_on_hopper_shows_wgmma_tma_and_mbarriers(results: dict[str, E
     ptx = Path(build.ptx_path or "").read_text()
     assert ".entry gemm_tma" in ptx and "wgmma.mma_async" in ptx
     # Its wgmma shapes as the SASS holds them: what the GPU tiers count any other work's matrix multiplies at.
-    shapes = mma_flops_per_thread(Path(static.sass_path or "").read_text())
+    shapes = static.mma_flops_per_thread
     assert set(shapes) == {"HGMMA"} and shapes["HGMMA"] >= 2 * 64 * 8 * 16 / 128
     assert Path(build.cubin_path or "").read_bytes()[:4] == b"\x7fELF"
     # A static pass is not a pass: the GPU tiers did not run.

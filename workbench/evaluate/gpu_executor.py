@@ -20,7 +20,7 @@ from pathlib import Path
 from workbench.errors import UserError
 from workbench.evaluate.build.abi import abi_checked
 from workbench.evaluate.build.nvcc import build
-from workbench.evaluate.build.sass import mma_flops_per_thread, static_stage
+from workbench.evaluate.build.sass import static_stage
 from workbench.evaluate.build.triton_build import SOURCE_NAME as TRITON_SOURCE
 from workbench.evaluate.build.triton_build import build_triton, run_tool
 from workbench.evaluate.gpu.kernel_names import module_kernels
@@ -68,14 +68,6 @@ async def _triton_runtime(build: BuildStage, timeout_s: float) -> tuple[Path, li
         return f"the Triton trace cannot be read: {exc}"
 
 
-async def _mma_flops(stage: StaticStage) -> dict[str, float] | None:
-    """Each matrix multiply's fewest FLOPs per thread in the static tier's SASS, where it was read here."""
-    if not stage.sass_path or not Path(stage.sass_path).is_file():
-        return None
-    text = await asyncio.to_thread(Path(stage.sass_path).read_text, errors="replace")
-    return mma_flops_per_thread(text)
-
-
 @dataclass
 class GpuRun:
     """One evaluation on its way: what the build and static steps hand the GPU tiers."""
@@ -86,7 +78,6 @@ class GpuRun:
     workload: Workload
     result: EvalResult
     kernels: list[str] | None = None  # the candidate's own kernels, to tell them from foreign ones
-    mma_flops: dict[str, float] | None = None  # per MMA opcode, its fewest FLOPs per thread in the SASS
     static: StaticStage | None = None  # the static tier, when it came back with a remote build
     triton_entry: Path | None = None  # a Triton candidate's runtime cache: the runner loads from it
     refused: str | None = None  # why the GPU tiers cannot begin though the build passed
@@ -155,7 +146,6 @@ class GpuExecutor:
             library = so_far.stages.build.library_path
             if library:
                 run.kernels = await asyncio.to_thread(module_kernels, library, stage.sass_path)
-            run.mma_flops = await _mma_flops(stage)
             return stage
 
         return [("build", build_here), ("static", static_here)]
@@ -171,7 +161,6 @@ class GpuExecutor:
 
         async def static_and_runtime(so_far: EvalResult) -> StageBase:
             stage = await static_stage(so_far.stages.build, run.target)
-            run.mma_flops = await _mma_flops(stage)
             runtime = await _triton_runtime(so_far.stages.build, run.request.compile_timeout_s)
             if isinstance(runtime, str):
                 run.refused = runtime
@@ -211,8 +200,8 @@ class GpuExecutor:
         """Hand the worker the built candidate and its workload; it readies the runner and the tools."""
         request = run.request
         spec = gpu_spec(run.task, run.workload, run.target, source_counters=request.source_counters)
-        if run.mma_flops:
-            spec["mma_flops_per_thread"] = run.mma_flops
+        if run.result.stages.static.mma_flops_per_thread:
+            spec["mma_flops_per_thread"] = run.result.stages.static.mma_flops_per_thread
         library = run.result.stages.build.library_path
         if run.triton_entry is not None:
             spec["triton_entry"] = str(run.triton_entry)

@@ -6,9 +6,8 @@ the worker: it needs the workbench's build stack (pydantic among it), which the 
 (tests/test_import_guards.py).
 
 Request: `{"source": str, "target": str, "required_family"?: str | null, "timeout_s"?: number}`.
-Reply: `{"build": BuildStage, "static": StaticStage | null, "kernels": [str] | null, "mma_flops":
-{str: number} | null}` (the stages in `EvalResult`'s JSON shape; static, kernels and each matrix
-multiply's fewest FLOPs per thread in the SASS only for a passed build).
+Reply: `{"build": BuildStage, "static": StaticStage | null, "kernels": [str] | null}` (the stages in
+`EvalResult`'s JSON shape; static and kernels only for a passed build).
 
 `build_remotely` is the host's side: it runs this module through a command (ssh to the GPU host).
 """
@@ -20,14 +19,13 @@ import json
 import math
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TextIO
 
 from pydantic import ValidationError
 
 from workbench.errors import UserError
 from workbench.evaluate.build.nvcc import build
-from workbench.evaluate.build.sass import mma_flops_per_thread, static_stage
+from workbench.evaluate.build.sass import static_stage
 from workbench.evaluate.gpu.kernel_names import module_kernels
 from workbench.evaluate.gpu.protocol import BUILD_MARGIN_S
 from workbench.evaluate.result import BuildStage, StaticStage, Status
@@ -102,7 +100,6 @@ class RemoteBuilt:
     build: BuildStage
     static: StaticStage | None = None
     kernels: list[str] | None = None
-    mma_flops: dict[str, float] | None = None
 
     def encode(self) -> str:
         return json.dumps(
@@ -110,7 +107,6 @@ class RemoteBuilt:
                 "build": self.build.model_dump(mode="json"),
                 "static": None if self.static is None else self.static.model_dump(mode="json"),
                 "kernels": self.kernels,
-                "mma_flops": self.mma_flops,
             }
         )
 
@@ -123,7 +119,6 @@ class RemoteBuilt:
                 build=BuildStage.model_validate(message["build"]),
                 static=None if static is None else StaticStage.model_validate(static),
                 kernels=message["kernels"],
-                mma_flops=message.get("mma_flops"),  # absent from an older far side's reply
             )
         except (json.JSONDecodeError, TypeError, KeyError, ValidationError) as exc:
             raise RemoteBuildError(f"the reply cannot be read: {type(exc).__name__}: {exc}") from None
@@ -136,9 +131,7 @@ async def remote_build(request: BuildRequest) -> RemoteBuilt:
         return RemoteBuilt(build=built)
     static = await static_stage(built, request.target)
     kernels = module_kernels(built.library_path, static.sass_path) if built.library_path else None
-    sass = Path(static.sass_path) if static.sass_path else None
-    mma_flops = mma_flops_per_thread(sass.read_text(errors="replace")) if sass and sass.is_file() else None
-    return RemoteBuilt(build=built, static=static, kernels=kernels, mma_flops=mma_flops)
+    return RemoteBuilt(build=built, static=static, kernels=kernels)
 
 
 async def build_remotely(command: list[str], request: BuildRequest) -> RemoteBuilt:

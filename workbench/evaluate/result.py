@@ -69,6 +69,10 @@ class StaticStage(StageBase):
     opcodes: dict[str, int] = Field(default_factory=dict)
     kernels: dict[str, dict[str, int]] = Field(default_factory=dict, description="kernel -> opcode counts")
     sass_path: str | None = None
+    mma_flops_per_thread: dict[str, float] = Field(
+        default_factory=dict,
+        description="per matrix-multiply opcode, one thread's fewest FLOPs among the shapes the SASS holds",
+    )
 
 
 class Trial(_Model):

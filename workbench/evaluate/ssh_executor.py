@@ -98,7 +98,7 @@ class SshExecutor(GpuExecutor):
                 built = await self.build(request.source, run.target, request.compile_timeout_s)
             except RemoteBuildError as exc:
                 return BuildStage(status=Status.infrastructure_error, message=f"remote build: {exc}")
-            run.static, run.kernels, run.mma_flops = built.static, built.kernels, built.mma_flops
+            run.static, run.kernels = built.static, built.kernels
             return abi_checked(built.build, request.source, run.task.definition)
 
         async def static_there(_: EvalResult) -> StageBase:

@@ -96,9 +96,16 @@ def family_of(opcode: str) -> str | None:
 
 @dataclass
 class SassDump:
-    """Opcode counts per kernel."""
+    """Opcode counts per kernel, and per matrix-multiply opcode the fewest FLOPs one thread's execution of
+    it does among the shapes the dump holds (0 where one of its shapes is not read here: then only its
+    least over every shape holds)."""
 
     kernels: dict[str, Counter[str]] = field(default_factory=dict)
+    mma_least: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def mma_flops_per_thread(self) -> dict[str, float]:
+        return {opcode: flops for opcode, flops in self.mma_least.items() if flops > 0}
 
     @property
     def opcodes(self) -> Counter[str]:
@@ -124,24 +131,12 @@ _MMA_CODES = {
 _MMA_SHAPE = re.compile(r"^\.(\d+)x(\d+)x(\d+)(?:\.|$)")
 
 
-def mma_flops_per_thread(text: str) -> dict[str, float]:
-    """Per matrix-multiply opcode in a SASS dump, the fewest FLOPs one thread's execution of it does
-    among the shapes the dump holds (those whose shape ptxas spells plainly): what the dynamic tier
-    counts each executed thread of it at, where that is more than its least over every shape."""
-    least: dict[str, float] = {}
-    for line in text.splitlines():
-        match = _INSTRUCTION.match(line)
-        if match is None or match.group(2) not in _MMA_THREADS:
-            continue
-        opcode, modifiers = match.group(2), match.group(3)
-        shape = _MMA_SHAPE.match(modifiers)
-        dims = tuple(int(d) for d in shape.groups()) if shape else _MMA_CODES.get(modifiers[1:].split(".")[0])
-        if dims is None:
-            least[opcode] = 0.0  # a shape not read here: only the opcode's least over every shape holds
-            continue
-        flops = 2.0 * dims[0] * dims[1] * dims[2] / _MMA_THREADS[opcode]
-        least[opcode] = min(least.get(opcode, flops), flops)
-    return {opcode: flops for opcode, flops in least.items() if flops > 0}
+def _mma_flops(opcode: str, modifiers: str) -> float:
+    """One thread's FLOPs in one execution of a matrix multiply of this spelling; 0 where the shape is
+    not read here."""
+    shape = _MMA_SHAPE.match(modifiers)
+    dims = tuple(int(d) for d in shape.groups()) if shape else _MMA_CODES.get(modifiers[1:].split(".")[0])
+    return 0.0 if dims is None else 2.0 * dims[0] * dims[1] * dims[2] / _MMA_THREADS[opcode]
 
 
 def parse_sass(text: str) -> SassDump:
@@ -154,7 +149,11 @@ def parse_sass(text: str) -> SassDump:
         match = _INSTRUCTION.match(line)
         if match is None or current is None:
             continue
-        current[match.group(2)] += 1
+        opcode = match.group(2)
+        current[opcode] += 1
+        if opcode in _MMA_THREADS:
+            flops = _mma_flops(opcode, match.group(3))
+            dump.mma_least[opcode] = min(dump.mma_least.get(opcode, flops), flops)
     return dump
 
 
@@ -259,6 +258,7 @@ async def static_stage(build: BuildStage, target: Target) -> StaticStage:
     stage.sass_path = str(sass_path)
     stage.kernels = {names.get(k, k): dict(sorted(v.items())) for k, v in dump.kernels.items()}
     stage.opcodes = dict(sorted(opcodes.items(), key=lambda item: (-item[1], item[0])))
+    stage.mma_flops_per_thread = dump.mma_flops_per_thread
     required = target.required_family
     stage.families = family_counts(opcodes, required)
     stage.required_present = stage.families.get(required, 0) > 0

@@ -345,14 +345,12 @@ def other_work(
 ) -> dict[str, float]:
     """FLOPs (a lower bound) each math instruction outside the required family did in one call: at the
     fewest any of its shapes does per thread, or, for a matrix multiply, at the fewest among the shapes
-    the candidate's own SASS holds (`per_thread`, `sass.mma_flops_per_thread`), where that is more."""
-    weights = {
-        op: max(least, (per_thread or {}).get(op, 0.0)) for op, least in LEAST_FLOPS_PER_THREAD.items()
-    }
+    the candidate's own SASS holds (`per_thread`, the static tier's `mma_flops_per_thread`), where that is more."""
+    shapes = per_thread or {}
     return {
-        opcode: threads * weights[opcode]
+        opcode: threads * max(LEAST_FLOPS_PER_THREAD[opcode], shapes.get(opcode, 0.0))
         for opcode, threads in opcodes.items()
-        if opcode in weights and opcode not in required and threads > 0
+        if opcode in LEAST_FLOPS_PER_THREAD and opcode not in required and threads > 0
     }
 
 
