@@ -66,16 +66,33 @@ def test_token_wgmma_executes_but_carries_almost_none_of_the_flops() -> None:
 
 def test_the_token_wgmmas_simt_work_is_counted_at_exactly_the_tasks_flops() -> None:
     # FFMA thread executions x 2: the SIMT GEMM behind the token wgmma did 2*M*N*K, no more, no less;
-    # its address arithmetic (IMAD, at 1) is counted beside it.
+    # its address arithmetic (IMAD) is not work.
     (launch,) = launches("token_wgmma")
+    assert launch["opcodes"]["IMAD"] > 0 and "IMAD" not in other_work(launch["opcodes"], set())
     assert other_work(launch["opcodes"], set())["FFMA"] == 2 * M * N * K
     stage = dynamic_stage([launch], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper")
-    imad = launch["opcodes"]["IMAD"] / (2.0 * M * N * K)
-    assert stage["other_work_share"] == pytest.approx(1.0 + imad) and stage["status"] == "low_tensor_share"
-    # The honest GEMM's IMADs (and a few MUFUs): 0.05 % of the task's FLOPs, far below the decoy bound.
+    assert stage["other_work_share"] == pytest.approx(1.0) and stage["status"] == "low_tensor_share"
+    # The honest GEMM's few MUFUs: far below the decoy bound.
     (honest,) = launches("wgmma_gemm")
     share = dynamic_stage([honest], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper")["other_work_share"]
-    assert share == pytest.approx(honest["opcodes"]["IMAD"] / (2.0 * M * N * K), rel=0.01) and share < 0.001
+    assert share < 0.001
+
+
+def test_integer_arithmetic_is_not_counted_as_the_tasks_work() -> None:
+    """nvcc issues IMAD for moves, shifts and adds as well as addresses: an honest wgmma GEMM that stages
+    its operands element by element ran IMADs at 10-20 % of the task's FLOPs (constant_memory.cu and four
+    more of the honest corpus, refused as decoys on an H100 at 9b34a3d). Beside the real wgmma profile,
+    IMADs and IMULs at 40 % of the task's FLOPs leave the verdict passed."""
+    (wgmma,) = launches("wgmma_gemm")
+    staging = {
+        "name": "staging",
+        "opcodes": {"IMAD": 0.3 * 2.0 * M * N * K, "IMUL": 0.1 * 2.0 * M * N * K, "LEA": 0.2 * M * N * K},
+        "tensor_flops": 0.0,
+        "time_ns": 1.0,
+    }
+    stage = dynamic_stage([wgmma, staging], FAMILY_LISTS, "GMMA", 2.0 * M * N * K, "hopper")
+    assert stage["status"] == "passed", stage["message"]
+    assert stage["other_work_share"] < 0.001
 
 
 @pytest.mark.parametrize(
@@ -83,7 +100,6 @@ def test_the_token_wgmmas_simt_work_is_counted_at_exactly_the_tasks_flops() -> N
     [
         # __fmul_rn then __fadd_rn: a multiply and an add per multiply-add, each 1 FLOP.
         ("split multiply-add", {"FMUL": M * N * K, "FADD": M * N * K}, "FMUL 50%"),
-        ("fixed point", {"IMAD": M * N * K}, "IMAD 50%"),
         ("log domain", {"MUFU": M * N * K, "FADD": 2 * M * N * K}, "FADD 100%"),
         ("half2 split", {"HMUL2": M * N * K / 2, "HADD2": M * N * K / 2}, "HMUL2 50%"),
         ("double", {"DMUL": M * N * K, "DADD": M * N * K}, "DMUL 50%"),

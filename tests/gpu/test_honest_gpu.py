@@ -77,6 +77,7 @@ def test_each_honest_hopper_kernel_passes_every_tier(judge: Judge, path: Path) -
         f" {timing.host_charged_ms} ms counted in) · {result.message}"
         f"\n  dynamic (ncu {stages.dynamic.ncu_s} s after the go, its first range before the candidate:"
         f" {stages.dynamic.profiler_warmed}): {stages.dynamic.message[-600:]}"
+        f"\n  {_work(stages.dynamic.executed_opcodes, stages.dynamic.task_flops)}"
     )
     assert stages.build.status == Status.passed, f"{stages.build.message} {stages.build.errors[:3]}"
     assert result.status == Status.passed, result.message
@@ -86,3 +87,15 @@ def test_each_honest_hopper_kernel_passes_every_tier(judge: Judge, path: Path) -
     else:
         assert stages.dynamic.tensor_share is not None and stages.dynamic.tensor_share > 0.9
     assert timing.speedup is not None and not timing.faster_than_light
+
+
+def _work(opcodes: dict[str, int], task_flops: float | None) -> str:
+    """Every executed instruction per task FLOP and the most executed opcodes: what a recount of the work
+    accounting (`benchmarks/work_recount.py`) or a bound on instructions per FLOP is set against."""
+    if not opcodes or not task_flops:
+        return "no per-opcode profile"
+    total = sum(opcodes.values())
+    top = ", ".join(
+        f"{op} {n / task_flops:.4f}" for op, n in sorted(opcodes.items(), key=lambda i: -i[1])[:12]
+    )
+    return f"instructions per task FLOP {total / task_flops:.4f}; by opcode: {top}"

@@ -86,9 +86,11 @@ MIN_TENSOR_SHARE = 0.9
 # f64 = 512; wgmma m64n8k8 tf32 = 8192 per warpgroup, m64n8k32 e4m3/s8 = 32768; an FMA is 2, a
 # paired one 4. Blackwell's tcgen05.mma is issued by one thread: its smallest shape (M 64, N 8, K 8
 # tf32) = 8192 per issue. Not only fused multiply-adds: a multiply-add split in two (`__fmul_rn` then
-# `__fadd_rn`: FMUL, FADD; their half2, double and paired forms), one in fixed point (IMAD, at 1: it
-# also serves as a move or a shift; IDP's dot products at their 2-wide 4) and one in the log domain
-# (an exponential, MUFU) each stand for at least one of the task's FLOPs.
+# `__fadd_rn`: FMUL, FADD; their half2, double and paired forms), IDP's int8 dot products (at their
+# 2-wide 4) and one in the log domain (an exponential, MUFU) each stand for at least one of the task's
+# FLOPs. Not IMAD or IMUL: nvcc issues IMAD for moves, shifts and adds as well as for addresses, and
+# honest kernels that stage their operands element by element ran 10-20 % of the task's FLOPs in it
+# (5 of the 23 honest CUDA kernels refused as decoys on an H100 at 9b34a3d).
 LEAST_FLOPS_PER_THREAD = {
     "HMMA": 32,
     "IMMA": 64,
@@ -116,9 +118,6 @@ LEAST_FLOPS_PER_THREAD = {
     "HADD2": 2,
     "DMUL": 1,
     "DADD": 1,
-    "IMAD": 1,
-    "IMAD32I": 1,
-    "IMUL": 1,
     "IDP": 4,
     "MUFU": 1,
 }
