@@ -89,7 +89,7 @@ MIN_TENSOR_SHARE = 0.9
 # `__fadd_rn`: FMUL, FADD; their half2, double and paired forms), IDP's int8 dot products (at their
 # 2-wide 4) and one in the log domain (an exponential, MUFU) each stand for at least one of the task's
 # FLOPs. Not IMAD or IMUL: nvcc issues IMAD for moves, shifts and adds as well as for addresses, and
-# honest kernels that stage their operands element by element ran 10-20 % of the task's FLOPs in it
+# honest kernels that stage their operands element by element ran 9.7-11.8 % of the task's FLOPs in it
 # (5 of the 23 honest CUDA kernels refused as decoys on an H100 at 9b34a3d).
 LEAST_FLOPS_PER_THREAD = {
     "HMMA": 32,
@@ -124,11 +124,11 @@ LEAST_FLOPS_PER_THREAD = {
 # Beside a tensor family that did the task's FLOPs, at most this share of them done again elsewhere.
 # Measured on the H200 (benchmarks/results/2026-12-03_work_accounting_h200.log): 0 for the 16 honest
 # corpus kernels and the GEMM reference, 0.013 % attention forward, 0.16 % backward (softmax FMAs); a
-# decoy answering from mma.sync m16n8k16 shows 25 % at this lower bound (128 FLOPs per thread, counted 32).
-# With the split, fixed-point and log-domain forms counted, the H200's recorded profiles give 0.06 % for
-# the GEMM reference, 0.7-1.5 % for attention forward and backward, 0.8-3.2 % for the FP8 GEMM's
-# promotions and about 4 % for FP8 attention (benchmarks/work_recount.py,
-# benchmarks/results/2026-12-07_work_recount_cpu.txt); a GEMM split into FMUL and FADD shows 100 %.
+# decoy answering from mma.sync m16n8k16 shows 100 % at the shape its SASS holds (25 % at the least).
+# With the split and log-domain forms counted, the recorded profiles give 0.00 % for the GEMM reference,
+# 0.4-1.4 % for attention forward and backward, 0.8-3.1 % for the FP8 GEMM's promotions and about 4 %
+# for FP8 attention (benchmarks/work_recount.py, benchmarks/results/2026-12-07_work_recount_no_imad_cpu.txt),
+# 0-0.02 % for the 30 honest corpus kernels on an H100 at 6ac1253; a GEMM split into FMUL and FADD 100 %.
 MAX_OTHER_SHARE = 0.1
 
 _INSTANCE = re.compile(r"\s*([A-Za-z0-9_.]+)\s*:\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*")
