@@ -6,7 +6,7 @@ line is now read whatever few words lead to it, which no real report has shown y
 
 from __future__ import annotations
 
-from workbench.evaluate.gpu.sanitizer import memcheck_message, parse_memcheck
+from workbench.evaluate.gpu.sanitizer import memcheck_message, nothing_found, parse_memcheck
 
 REPORT = """========= COMPUTE-SANITIZER
 ========= Invalid __global__ write of size 2 bytes
@@ -54,3 +54,23 @@ def test_a_clean_report_is_no_message() -> None:
     assert (
         memcheck_message("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n", None, {}) is None
     )
+
+
+def test_a_crash_memcheck_does_not_explain_says_whether_it_recurred_under_memcheck() -> None:
+    """PTXBench's own debug trial (a wgmma GEMM whose host code exits on `unspecified launch failure`) got
+    only "found no memory error" on an H100 at 7827607: the line now says whether the call failed under
+    memcheck too, with the child's own words, or ran through (a fault that hangs on timing)."""
+    axes = {"M": 8192}
+    ran = nothing_found(axes, 0, "")
+    assert ran.startswith(
+        "memcheck at the failing workload (M=8192) found no memory error, and the call did not"
+    )
+    assert "depends on timing" in ran
+    output = "\n  \nCUDA error unspecified launch failure at kernel.cu:237\n"
+    failed = nothing_found(axes, 1, output)
+    assert (
+        "though the call failed under it too (exited with status 1: CUDA error unspecified launch failure"
+        in failed
+    )
+    assert failed.endswith("a fault memcheck does not report")
+    assert "(killed by SIGKILL)" in nothing_found(axes, -9, "")

@@ -10,7 +10,7 @@ from typing import Literal
 
 from workbench.evaluate.gpu.call_seeds import call_seed
 from workbench.evaluate.gpu.protocol import StageRecord, Status
-from workbench.evaluate.gpu.sanitizer import memcheck_message, workload_label
+from workbench.evaluate.gpu.sanitizer import memcheck_message, nothing_found
 from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.stage_failed import StageFailed
 from workbench.evaluate.gpu.trace_checks import attribute, call_problem
@@ -138,6 +138,6 @@ def _at_the_failing_workload(session: Session) -> str | None:
                 f"memcheck at the failing workload gave no answer within {limit:g} s: the limit cut it short"
             )
         found = memcheck_message(tool.report(), session.source, axes, where="the failing workload")
-        return found or f"memcheck at the failing workload ({workload_label(axes)}) found no memory error"
+        return found or nothing_found(axes, tool.returncode, tool.app_output())
     finally:
         tool.close()

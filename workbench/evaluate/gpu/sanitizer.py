@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.evaluate.gpu.isolation import describe_exit, first_useful_line
+
 _PREFIX = re.compile(r"^=+\s?")
 _AT = re.compile(r"^\s*at\s+(?P<where>.+?)(?:\s+in\s+(?P<file>[^\s:]+):(?P<line>\d+))?\s*$")
 _THREAD = re.compile(r"by thread \((?P<thread>[\d, ]+)\) in block \((?P<block>[\d, ]+)\)")
@@ -117,3 +119,18 @@ def memcheck_message(
     count = summary if summary is not None else len(faults)
     more = f" ({count} errors in all)" if count > 1 else ""
     return f"memcheck at {where} ({workload_label(axes)}): {faults[0].describe(source)}{more}"
+
+
+def nothing_found(axes: dict, returncode: int | None, app_output: str) -> str:
+    """The line for a call that crashed where memcheck, run again at that workload, reported no fault:
+    whether the call failed under it too (a fault memcheck does not report) or ran through (the fault
+    hangs on timing or on what memcheck's slower, uncached run does not share: a race, a barrier's phase)."""
+    head = f"memcheck at the failing workload ({workload_label(axes)}) found no memory error"
+    if returncode == 0:
+        return (
+            f"{head}, and the call did not fail under it: the fault depends on timing (a race, a wait on a "
+            "barrier's phase) or on memory the slower run lays out otherwise"
+        )
+    said = first_useful_line(app_output)
+    failed = describe_exit(returncode) + (f": {said}" if said else "")
+    return f"{head}, though the call failed under it too ({failed}): a fault memcheck does not report"
