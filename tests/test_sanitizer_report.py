@@ -6,7 +6,7 @@ line is now read whatever few words lead to it, which no real report has shown y
 
 from __future__ import annotations
 
-from workbench.evaluate.gpu.sanitizer import memcheck_message, nothing_found, parse_memcheck
+from workbench.evaluate.gpu.sanitizer import SANITIZER_EXIT, memcheck_message, nothing_found, parse_memcheck
 
 REPORT = """========= COMPUTE-SANITIZER
 ========= Invalid __global__ write of size 2 bytes
@@ -74,3 +74,4 @@ def test_a_crash_memcheck_does_not_explain_says_whether_it_recurred_under_memche
     )
     assert failed.endswith("a fault memcheck does not report")
     assert "(killed by SIGKILL)" in nothing_found(axes, -9, "")
+    assert nothing_found(axes, SANITIZER_EXIT, "").endswith("though its exit status says it found errors")

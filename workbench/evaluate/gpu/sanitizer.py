@@ -18,6 +18,7 @@ _THREAD = re.compile(r"by thread \((?P<thread>[\d, ]+)\) in block \((?P<block>[\
 # "Address 0x.. is out of bounds", "Access at 0x..", "Access to 0x..": the wording varies by release.
 _ADDRESS = re.compile(r"(?:Access|Address)\b(?:\s+[a-z]+){0,3}?\s+(?P<address>0x[0-9a-fA-F]+)(?P<rest>.*)")
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+) error")
+SANITIZER_EXIT = 86  # compute-sanitizer's exit status when it found errors (--error-exitcode)
 _NOT_A_FAULT = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "Saved host backtrace", "Target application returned")
 
 
@@ -126,6 +127,8 @@ def nothing_found(axes: dict, returncode: int | None, app_output: str) -> str:
     whether the call failed under it too (a fault memcheck does not report) or ran through (the fault
     hangs on timing or on what memcheck's slower, uncached run does not share: a race, a barrier's phase)."""
     head = f"memcheck at the failing workload ({workload_label(axes)}) found no memory error"
+    if returncode == SANITIZER_EXIT:
+        return f"{head} in its report, though its exit status says it found errors"
     if returncode == 0:
         return (
             f"{head}, and the call did not fail under it: the fault depends on timing (a race, a wait on a "

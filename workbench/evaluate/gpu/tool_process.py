@@ -32,9 +32,9 @@ from workbench.evaluate.gpu.profile import (
     report_file,
     without_warm_launch,
 )
+from workbench.evaluate.gpu.sanitizer import SANITIZER_EXIT
 from workbench.evaluate.gpu.source_counters import SourcePageError, own_kernels, parse_source_page, stored
 
-SANITIZER_EXIT = 86  # compute-sanitizer's exit status when it found errors (--error-exitcode)
 IMPORT_TIMEOUT_S = 120.0  # `ncu -i` printing one page of an exported report
 
 
