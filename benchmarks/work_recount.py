@@ -73,7 +73,7 @@ def _cut_stages(text: str) -> Iterator[tuple[dict[str, float], float]]:
             if match is None:
                 break
             opcodes[match.group(1)] = float(match.group(2))
-        timing = next((_TIMING.search(x) for x in lines[index:] if _TIMING.search(x)), None)
+        timing = next((found for found in map(_TIMING.search, lines[index:]) if found), None)
         if opcodes and timing:
             yield opcodes, float(timing.group(1)) * 1e-3 * float(timing.group(2)) * 1e12
 
@@ -89,14 +89,15 @@ def main() -> None:
         text = path.read_text(errors="replace") if path.is_file() else ""
         if "executed_opcodes" not in text:
             continue
-        for stage in _whole_stages(text):
+        stages = list(_whole_stages(text))  # decoded once: the cut listings are read only without them
+        for stage in stages:
             opcodes = stage["executed_opcodes"]
             required = REQUIRED["QGMMA" if "QGMMA" in opcodes else "GMMA"]
             found = shares(opcodes, stage["task_flops"], required)
             kernel = (stage.get("kernels") or ["?"])[0][:48]
             key = (round(stage["task_flops"]), round(sum(found.values()), 6))
             rows.setdefault(key, (sum(found.values()), f"{path.name}  {kernel}  {_top(found)}"))
-        if '"executed_opcodes": {\n' in text and not any(True for _ in _whole_stages(text)):
+        if '"executed_opcodes": {\n' in text and not stages:
             for opcodes, flops in _cut_stages(text):
                 found = shares(opcodes, flops, REQUIRED["QGMMA" if "QGMMA" in opcodes else "GMMA"])
                 key = (round(flops, -9), round(sum(found.values()), 6))

@@ -126,7 +126,7 @@ LEAST_FLOPS_PER_THREAD = {
 # corpus kernels and the GEMM reference, 0.013 % attention forward, 0.16 % backward (softmax FMAs); a
 # decoy answering from mma.sync m16n8k16 shows 100 % at the shape its SASS holds (25 % at the least).
 # With the split and log-domain forms counted, the recorded profiles give 0.00 % for the GEMM reference,
-# 0.4-1.4 % for attention forward and backward, 0.8-3.1 % for the FP8 GEMM's promotions and about 4 %
+# 0.4-1.4 % for attention forward and backward, 0.8-3.1 % for the FP8 GEMM's promotions and 3.0-4.0 %
 # for FP8 attention (benchmarks/work_recount.py, benchmarks/results/2026-12-07_work_recount_no_imad_cpu.txt),
 # 0-0.02 % for the 30 honest corpus kernels on an H100 at 6ac1253; a GEMM split into FMUL and FADD 100 %.
 MAX_OTHER_SHARE = 0.1
