@@ -107,6 +107,22 @@ def test_attention_flops_conventions(catalogue: Catalogue) -> None:
     assert backward.flops(backward.workload()) == 10 * 4 * 48 * s * s * 128
 
 
+def test_attention_tasks_count_their_query_key_scores_whatever_the_head_dimension(catalogue: Catalogue) -> None:
+    s = 4096
+    for dim in (64, 128):
+        for name in (f"mha_with_lse_d{dim}", f"mha_bwd_d{dim}", f"fp8_mha_with_lse_d{dim}"):
+            task = catalogue.get(name)
+            assert task.scores(task.workload()) == 4 * 48 * s * s, name
+        causal = catalogue.get(f"mha_with_lse_d{dim}_causal")
+        assert causal.scores(causal.workload()) == 4 * 48 * s * (s + 1) / 2
+    ragged = catalogue.get("gqa_ragged_prefill_causal_h32_kv4_d128")
+    workload = ragged.workload()
+    assert ragged.scores(workload) == ragged.flops(workload) / (4 * 128)
+    for other in ("gemm_n4096_k4096", "fp8_gemm_nt_1d2d_n4096_k7168", "gdn_mtp_qk4_v8_d128_k_last"):
+        task = catalogue.get(other)
+        assert task.scores(task.workload()) == 0.0
+
+
 def test_targets() -> None:
     assert get_target("hopper").gencode == "arch=compute_90a,code=sm_90a"
     assert get_target("hopper").required_family == "GMMA"

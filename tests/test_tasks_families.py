@@ -11,6 +11,7 @@ from pathlib import Path
 
 from workbench.evaluate.build.sass import FAMILIES, NARROW_FAMILIES, family_counts, family_of, static_stage
 from workbench.evaluate.gpu.profile import (
+    MAX_OTHER_SHARE,
     PER_OPCODE_METRIC,
     TENSOR_FLOPS_METRIC,
     dynamic_stage,
@@ -104,6 +105,30 @@ def test_dynamic_tier_counts_qgmma_and_its_share_on_the_fp8_pipe() -> None:
         [launch({"HGMMA": 512.0}, task_flops, None)], FAMILY_LISTS, "QGMMA", task_flops, "hopper"
     )
     assert upcast["status"] == "dynamic_not_executed" and "QGMMA" in upcast["message"]
+
+
+def test_attention_softmax_is_allowed_per_score_so_a_small_head_dimension_is_not_a_decoy() -> None:
+    """FP8 attention at head dimension 64: a softmax spending 30 FLOPs per score (the reference spends 20)
+    is 11.7 % of the task's FLOPs, over the flat bound but within the per-score allowance; a path that
+    computes P V again in FFMAs is still a decoy."""
+    task = Catalogue.load().get("fp8_mha_with_lse_d64")
+    workload = task.workload()
+    flops, scores = task.flops(workload), task.scores(workload)
+    tensor = {"QGMMA": flops / 8192}
+    # Per score: 4 FFMA (8 FLOPs), 8 FADD, 8 FMUL, 2 HADD2 (4), 2 MUFU.
+    softmax = {"FFMA": 4 * scores, "FADD": 8 * scores, "FMUL": 8 * scores, "HADD2": 2 * scores, "MUFU": 2 * scores}
+    honest = [launch({**tensor, **softmax}, flops, FP8_METRIC)]
+    stage = dynamic_stage(honest, FAMILY_LISTS, "QGMMA", flops, "hopper", scores=scores)
+    assert stage["status"] == "passed" and stage["other_work_share"] > MAX_OTHER_SHARE
+    flat = dynamic_stage(honest, FAMILY_LISTS, "QGMMA", flops, "hopper")
+    assert flat["status"] == "decoy"
+    # P V again: 2 * 64 FLOPs per score, one FFMA (2 FLOPs) per thread each.
+    again = {**softmax, "FFMA": softmax["FFMA"] + 64 * scores}
+    decoy = dynamic_stage(
+        [launch({**tensor, **again}, flops, FP8_METRIC)], FAMILY_LISTS, "QGMMA", flops, "hopper", scores=scores
+    )
+    assert decoy["status"] == "decoy"
+    assert "at most 35% allowed, 10% and 64 FLOPs per query-key score for the softmax" in decoy["message"]
 
 
 def test_a_memory_bound_family_is_proven_by_execution_and_asked_no_flop_share() -> None:

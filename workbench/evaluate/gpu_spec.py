@@ -2,7 +2,7 @@
 
 Host side (it reads the catalogue); the worker side never imports pydantic, so everything it needs
 travels in this dict: the Definition JSON, the resolved axes, the seed, tolerances (with the share of
-elements that must meet them), FLOPs and bytes with the tensor-core rate they count against, the
+elements that must meet them), FLOPs (and an attention task's query-key scores) and bytes with the tensor-core rate they count against, the
 instruction families and the one `target` requires (resolve it with `Task.target`), the smallest
 workload (for memcheck), and for a backward task the forward definition whose reference derives O and
 LSE from the random Q, K, V.
@@ -49,6 +49,7 @@ def gpu_spec(
         "outlier_bound": facts.outlier_bound if facts else None,
         "output_tolerances": facts.output_tolerances_json() if facts else {},
         "flops": task.flops(workload),
+        "scores": task.scores(workload),
         "compute_dtype": facts.compute_dtype if facts else "bfloat16",
         "min_bytes": task.min_bytes(workload),
         "families": {family: sorted(ops) for family, ops in FAMILIES.items()},

@@ -106,6 +106,10 @@ class Task:
     def flops(self, workload: Workload) -> float | None:
         return cost.flops(self.definition, self.facts, workload.axes) if self.facts else None
 
+    def scores(self, workload: Workload) -> float:
+        """Query-key scores of an attention task's workload (0 for any other task)."""
+        return cost.scores(self.definition, self.facts, workload.axes) if self.facts else 0.0
+
     def min_bytes(self, workload: Workload) -> float:
         return cost.min_bytes(self.definition, workload.axes, self.facts)
 

@@ -57,6 +57,30 @@ def flops(definition: Definition, facts: TaskFacts, var_values: dict[str, int]) 
     return per_pair * ax["B"] * ax["H"] * ax["D"] * _pairs(ax["S"], facts.causal)
 
 
+# Attention families: FLOPs the task counts per query-key score and unit of head dimension (forward's
+# two products 4, backward's five 10), and the axis naming the head dimension.
+PER_SCORE_PER_DIM = {
+    "attention_forward": 4.0,
+    "fp8_attention_forward": 4.0,
+    "gqa_paged_prefill": 4.0,
+    "gqa_ragged_prefill": 4.0,
+    "gqa_paged_decode": 4.0,
+    "attention_backward": 10.0,
+}
+HEAD_DIM_AXES = ("D", "head_dim")
+
+
+def scores(definition: Definition, facts: TaskFacts, var_values: dict[str, int]) -> float:
+    """The query-key scores an attention task computes (each softmaxed once, whatever the head
+    dimension), from its FLOPs; 0 for a task that scores none."""
+    per_dim = PER_SCORE_PER_DIM.get(facts.family)
+    if per_dim is None:
+        return 0.0
+    ax = definition.axis_values(var_values)
+    head_dim = next(ax[name] for name in HEAD_DIM_AXES if name in ax)
+    return flops(definition, facts, var_values) / (per_dim * head_dim)
+
+
 def min_bytes(definition: Definition, var_values: dict[str, int], facts: TaskFacts | None = None) -> float:
     """Every tensor input read once and every output written once, unless the task counts otherwise
     (a scalar input, shape [], travels by value)."""

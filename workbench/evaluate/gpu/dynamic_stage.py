@@ -55,6 +55,7 @@ def run_dynamic(session: Session) -> StageRecord:
         session.own,
         session.spec.get("min_bytes"),
         session.spec.get("mma_flops_per_thread"),
+        session.spec.get("scores"),
     )
     stage["ncu_s"] = round(waited_s, 3)
     stage["message"] += f" [ncu finished {waited_s:.2f} s after the go signal]"

@@ -130,6 +130,14 @@ LEAST_FLOPS_PER_THREAD = {
 # for FP8 attention (benchmarks/work_recount.py, benchmarks/results/2026-12-07_work_recount_no_imad_cpu.txt),
 # 0-0.02 % for the 30 honest corpus kernels on an H100 at 6ac1253; a GEMM split into FMUL and FADD 100 %.
 MAX_OTHER_SHARE = 0.1
+# An attention task's softmax is other work its honest kernels need beside the matrix products, and it
+# is the same per query-key score whatever the head dimension, so the bound above leaves less room for it
+# as the head dimension shrinks. Beside the 10 %, this many FLOPs per score are allowed. The references
+# spend at most 20 per score (FP8 attention's scaling, exponentials, sums and quantisation of P: 3.95 %
+# at head dimension 128, which would be 7.9 % at 64); bf16 forward 5.4, backward 5.7. The bound at head
+# dimension 64 becomes 35 % of a forward task's FLOPs, 20 % of a backward one's: a path answering either
+# product again (50 % of a forward task's FLOPs at any head dimension) still shows above it.
+SCORE_FLOPS_ALLOWED = 64.0
 
 _INSTANCE = re.compile(r"\s*([A-Za-z0-9_.]+)\s*:\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*")
 
@@ -362,12 +370,14 @@ def dynamic_stage(
     own_kernels: set[str] | None = None,
     task_min_bytes: float | None = None,
     mma_flops_per_thread: dict[str, float] | None = None,
+    scores: float | None = None,
 ) -> dict:
     """The dynamic stage dict from the parsed launches of one profiled call. With `own_kernels`, a launch
     of any other kernel (cuBLAS reached through dlopen, say) is left out: its instructions and tensor work
     never count for the candidate (the correctness tier fails such a call as foreign_kernel). For a
     memory-bound family, `task_min_bytes` scales what ordinary loads fetched, where ncu counted it; the
-    other work's matrix multiplies count at their shapes in the candidate's SASS (`mma_flops_per_thread`)."""
+    other work's matrix multiplies count at their shapes in the candidate's SASS (`mma_flops_per_thread`);
+    an attention task's query-key `scores` widen the bound on other work by their softmax's allowance."""
     launches, foreign = _own_launches(launches, own_kernels)
     wanted = tensor_metric(target, required)
     opcodes, tensor_flops = _summed_work(launches, wanted)
@@ -408,7 +418,7 @@ def dynamic_stage(
     if tensor_flops is not None and task_flops:
         counted = METRIC_OPCODES.get(wanted or "", frozenset(families.get(required, [])))
         other = other_work(opcodes, counted, mma_flops_per_thread)
-        if not _judge_tensor_share(stage, required, threads, other):
+        if not _judge_tensor_share(stage, required, threads, other, scores or 0.0):
             return stage
     elif required in NO_TENSOR_SHARE:
         if not _judge_ordinary_loads(stage, required, threads, launches, task_min_bytes):
@@ -479,22 +489,33 @@ def _executed_families(
     return executed_families
 
 
-def _judge_tensor_share(stage: dict, required: str, threads: int, other: dict[str, float]) -> bool:
-    """Judge the tensor pipe's share of the task's FLOPs and the work done besides it (`other`): sets the
-    stage's shares and message, and its status where it fails (then False)."""
+def _other_work_bound(task_flops: float, scores: float) -> float:
+    """The most other work allowed, as a share of the task's FLOPs: `MAX_OTHER_SHARE`, and an attention
+    task's softmax allowance for its `scores` beside it."""
+    return MAX_OTHER_SHARE + SCORE_FLOPS_ALLOWED * scores / task_flops
+
+
+def _judge_tensor_share(
+    stage: dict, required: str, threads: int, other: dict[str, float], scores: float
+) -> bool:
+    """Judge the tensor pipe's share of the task's FLOPs and the work done besides it (`other`; an
+    attention task's `scores` allow its softmax): sets the stage's shares and message, and its status
+    where it fails (then False)."""
     tensor_flops, task_flops = stage["tensor_flops"], stage["task_flops"]
     share = tensor_flops / task_flops
     stage["tensor_share"] = share
     stage["other_work_share"] = sum(other.values()) / task_flops
-    if share >= MIN_TENSOR_SHARE and stage["other_work_share"] > MAX_OTHER_SHARE:
+    bound = _other_work_bound(task_flops, scores)
+    if share >= MIN_TENSOR_SHARE and stage["other_work_share"] > bound:
         paths = ", ".join(
             f"{op} {flops / task_flops:.0%}" for op, flops in sorted(other.items(), key=lambda i: -i[1])[:3]
         )
         stage["status"] = Status.decoy
         stage["message"] = (
             f"{required} did {share:.1%} of the task's FLOPs, and other instructions did at least "
-            f"{stage['other_work_share']:.0%} of them again ({paths}; at most {MAX_OTHER_SHARE:.0%} "
-            f"allowed): the answer can come from them; the required family must do the work, once"
+            f"{stage['other_work_share']:.0%} of them again ({paths}; at most {bound:.0%} allowed"
+            f"{_softmax_note(scores)}): the answer can come from them; the required family must do the "
+            "work, once"
         )
         return False
     if share < MIN_TENSOR_SHARE:
@@ -508,6 +529,12 @@ def _judge_tensor_share(stage: dict, required: str, threads: int, other: dict[st
         f"{required} executed by {threads:,} threads; tensor pipe did {share:.1%} of the task's FLOPs"
     )
     return True
+
+
+def _softmax_note(scores: float) -> str:
+    if not scores:
+        return ""
+    return f", {MAX_OTHER_SHARE:.0%} and {SCORE_FLOPS_ALLOWED:g} FLOPs per query-key score for the softmax"
 
 
 def _judge_ordinary_loads(
