@@ -59,6 +59,11 @@ class BuildStage(StageBase):
     library_path: str | None = None
     ptx_path: str | None = None
     cubin_path: str | None = None
+    negated_library_path: str | None = Field(
+        default=None,
+        description="the library with every wgmma's A negated (build/negated.py): does the answer depend on them",
+    )
+    negated_note: str = Field(default="", description="why there is no negated library")
     toolchain: str | None = None
 
 

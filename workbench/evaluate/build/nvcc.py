@@ -27,6 +27,7 @@ from pathlib import Path
 from workbench.evaluate.build import link_policy, tvm_ffi_symbols
 from workbench.evaluate.build.ban import refusal_of, scan
 from workbench.evaluate.build.link_policy import BinutilsMissing, LinkReport, check_library
+from workbench.evaluate.build.negated import NEGATED_DIR, build_negated
 from workbench.evaluate.build.ptxas_report import parse_ptxas, warning_summary
 from workbench.evaluate.build.rules_digest import rules_digest
 from workbench.evaluate.build.sass import SASS_NAME, disassemble
@@ -38,7 +39,7 @@ from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.result import BuildStage, CompilerWarning, KernelResources, Status
 from workbench.tasks.targets import Target
 
-CACHE_FORMAT = 4  # bump when the cache entry layout or the parsed report changes
+CACHE_FORMAT = 5  # bump when the cache entry layout or the parsed report changes
 SOURCE_NAME = "kernel.cu"
 LIBRARY_NAME = "kernel.so"
 PTX_NAME = "kernel.ptx"
@@ -268,7 +269,12 @@ def _load_cached(entry: Path) -> BuildStage | None:
     return load_cached(
         entry,
         (LIBRARY_NAME, PTX_NAME, CUBIN_NAME),
-        {"library_path": LIBRARY_NAME, "ptx_path": PTX_NAME, "cubin_path": CUBIN_NAME},
+        {
+            "library_path": LIBRARY_NAME,
+            "ptx_path": PTX_NAME,
+            "cubin_path": CUBIN_NAME,
+            "negated_library_path": f"{NEGATED_DIR}/{LIBRARY_NAME}",
+        },
     )
 
 
@@ -331,6 +337,8 @@ async def compile_source(
             _compile_failed(stage, run.returncode, output, work)
         elif not _judge_library(stage, work, source, toolchain, target, foreign):
             return stage  # an infrastructure error: not cached
+        if stage.status == Status.passed:
+            await _negated(stage, work, command, toolchain)
         return _store(stage, work, entry, started)
     finally:
         if work.exists():
@@ -414,6 +422,19 @@ def _judge_library(
         stage.message = f"built for {target.sm}{warning_summary(stage.warnings)}"
     stage.library_path, stage.ptx_path, stage.cubin_path = LIBRARY_NAME, PTX_NAME, CUBIN_NAME
     return True
+
+
+async def _negated(stage: BuildStage, work: Path, command: list[str], toolchain: BuildToolchain) -> None:
+    """The library with its tensor-core products negated beside it (`negated.py`), or why there is none."""
+    ptxas = _real_nvcc(toolchain.nvcc).parent / "ptxas"
+    kept = (f"keep/{PTX_NAME}", f"keep/{CUBIN_NAME}")
+    try:
+        built = (LIBRARY_NAME, PTX_NAME, CUBIN_NAME)
+        stage.negated_note = await build_negated(work, command, ptxas, built, kept)
+    except OSError as exc:
+        stage.negated_note = f"it could not be written: {exc.strerror or exc}"
+    if not stage.negated_note:
+        stage.negated_library_path = f"{NEGATED_DIR}/{LIBRARY_NAME}"
 
 
 def _store(stage: BuildStage, work: Path, entry: Path, started: float) -> BuildStage:

@@ -1,0 +1,115 @@
+"""The negated build: every floating-point wgmma's A flipped in the PTX, compiled by the build's own ptxas
+command, and put in place of the cubin in a copy of the library (`build/negated.py`)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.build_support import KERNELS, build_kernel, needs_nvcc, session_cache
+from workbench.evaluate.build.negated import negate_products, ptxas_line
+from workbench.evaluate.build.nvcc import build_toolchain, nvcc_command
+from workbench.evaluate.gpu.toolchain import find_tool
+from workbench.evaluate.result import Status
+from workbench.tasks import get_target
+
+D = "{%f1, %f2, %f3, %f4}"
+
+
+@pytest.mark.parametrize(
+    ("instruction", "negated"),
+    [
+        # shared-memory A: d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b
+        (
+            f"wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {D}, %rd1, %rd2, p, 1, 1, 0, 0;",
+            f"wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {D}, %rd1, %rd2, p, -1, 1, 0, 0;",
+        ),
+        # register A, no imm-trans-a; a scale already -1 flips back
+        (
+            f"wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {D}, {{%r1,%r2,%r3,%r4}}, %rd2, 1, -1, 1, 1;",
+            f"wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {D}, {{%r1,%r2,%r3,%r4}}, %rd2, 1, 1, 1, 1;",
+        ),
+        # FP8: no transposes
+        (
+            f"wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2 {D}, %rd1, %rd2, p, 1, 1;",
+            f"wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2 {D}, %rd1, %rd2, p, -1, 1;",
+        ),
+        # sparse: sp-meta and sp-sel come before scale-d
+        (
+            f"wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16 {D}, %rd1, %rd2, %r9, 0, p, 1, 1, 0, 0;",
+            f"wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16 {D}, %rd1, %rd2, %r9, 0, p, -1, 1, 0, 0;",
+        ),
+    ],
+)
+def test_every_floating_point_wgmma_has_its_a_negated(instruction: str, negated: str) -> None:
+    ptx = f"\t// begin inline asm\n\t{instruction}\n\twgmma.commit_group.sync.aligned;\n"
+    result = negate_products(ptx)
+    assert (result.negated, result.left) == (1, 0)
+    assert result.ptx == ptx.replace(instruction, negated)
+
+
+def test_an_integer_wgmma_has_no_scale_and_is_left() -> None:
+    ptx = "wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8 {%r1, %r2, %r3, %r4}, %rd1, %rd2, p;\n"
+    assert negate_products(ptx) == (ptx, 0, 1)
+
+
+def test_the_ptxas_command_is_read_from_nvccs_dry_run() -> None:
+    dry_run = (
+        '#$ _NVVM_BRANCH_=nvvm\n#$ cicc -arch compute_90a "kernel.cu"\n'
+        '#$ ptxas -arch=sm_90a -m64 -v  --generate-line-info "keep/kernel.ptx"  -o "keep/kernel.cubin" \n'
+        '#$ fatbinary --create="keep/kernel.fatbin" -64\n'
+    )
+    assert ptxas_line(dry_run, "keep/kernel.ptx", "keep/kernel.cubin") == [
+        "ptxas", "-arch=sm_90a", "-m64", "-v", "--generate-line-info", "keep/kernel.ptx", "-o", "keep/kernel.cubin"
+    ]  # fmt: skip
+    assert ptxas_line(dry_run, "keep/other.ptx", "keep/kernel.cubin") is None
+
+
+@needs_nvcc
+def test_the_negated_library_is_the_original_with_every_product_negated(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Built with the wgmma GEMM: the same size, different only inside the cubin's bytes, and every
+    HGMMA of its SASS negates A; the unchanged PTX through the same ptxas command gives the build's
+    cubin byte for byte (so the negation is the only difference)."""
+    stage = build_kernel("wgmma_gemm.cu", "hopper", session_cache(tmp_path_factory))
+    assert stage.status == Status.passed and stage.negated_note == ""
+    assert stage.library_path and stage.negated_library_path and stage.cubin_path
+    original, negated = Path(stage.library_path).read_bytes(), Path(stage.negated_library_path).read_bytes()
+    cubin = Path(stage.cubin_path).read_bytes()
+    assert len(negated) == len(original) and negated != original
+    start = original.index(cubin)
+    differing = [i for i, (a, b) in enumerate(zip(original, negated, strict=True)) if a != b]
+    assert start <= differing[0] and differing[-1] < start + len(cubin)
+    cuobjdump = find_tool("cuobjdump")
+    if cuobjdump is None:
+        return
+    sass = subprocess.run(
+        [str(cuobjdump), "-sass", stage.negated_library_path], capture_output=True, text=True, check=True
+    ).stdout
+    products = [line for line in sass.splitlines() if "HGMMA" in line]
+    assert products and all(".negA" in line for line in products)
+
+
+@needs_nvcc
+def test_the_builds_own_ptxas_command_gives_its_cubin_byte_for_byte(tmp_path: Path) -> None:
+    """What makes the negation the only difference: nvcc's PTX through the ptxas command its dry run
+    names, in the same folder (the cubin records it), gives nvcc's cubin exactly."""
+    (tmp_path / "kernel.cu").write_text((KERNELS / "wgmma_gemm.cu").read_text())
+    (tmp_path / "keep").mkdir()
+    command = nvcc_command(get_target("hopper"), build_toolchain())
+    subprocess.run(command, cwd=tmp_path, capture_output=True, check=True)
+    dry_run = subprocess.run(
+        [*command, "--dryrun"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stderr
+    ptxas = ptxas_line(dry_run, "keep/kernel.ptx", "keep/kernel.cubin")
+    assert ptxas is not None
+    again = [word if word != "keep/kernel.cubin" else "keep/again.cubin" for word in ptxas[1:]]
+    subprocess.run(
+        [str(find_tool("ptxas") or "ptxas"), *again], cwd=tmp_path, capture_output=True, check=True
+    )
+    assert (tmp_path / "keep" / "again.cubin").read_bytes() == (
+        tmp_path / "keep" / "kernel.cubin"
+    ).read_bytes()
