@@ -21,8 +21,9 @@ import pytest
 from workbench.evaluate.build.nvcc import build_toolchain, compile_source
 from workbench.evaluate.build.sass import static_stage
 from workbench.evaluate.gpu.kernel_names import module_kernels
+from workbench.evaluate.gpu.negated_check import CHECK_FROM
 from workbench.evaluate.gpu.worker import worker_argv
-from workbench.evaluate.gpu_spec import gpu_spec
+from workbench.evaluate.gpu_spec import gpu_spec, with_build
 from workbench.evaluate.local_executor import LocalExecutor
 from workbench.evaluate.request import EvalRequest
 from workbench.evaluate.result import Status
@@ -182,6 +183,15 @@ HOSTILES: dict[str, tuple[tuple[str, ...], int | None, str, str, Callable[[dict]
     ),
     # The same with the answer from a multiply and an add per multiply-add (FMUL, FADD), no FMA at all.
     "decoy_split": (("wgmma",), None, "dynamic", "decoy", _message_has("FMUL", "must do the work, once")),
+    # The same with the answer from integer multiply-adds in fixed point, which no counter credits: its
+    # build with every wgmma's A negated still answers right.
+    "decoy_fixed_point": (
+        ("wgmma",),
+        None,
+        "dynamic",
+        "decoy",
+        _message_has("does not depend on its wgmma", "instructions per FLOP"),
+    ),
     "wrong_sometimes": (
         ("wgmma",),
         None,
@@ -320,9 +330,9 @@ def _sources() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, list[str], dict[str, float]]]:
-    """Every corpus kernel built once, concurrently, without the ban scan; with its kernels and, as the
-    executors hand the worker from the static tier, each matrix multiply's fewest FLOPs per thread."""
+def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, list[str], dict]]:
+    """Every corpus kernel built once, concurrently, without the ban scan; with its kernels and what the
+    executors hand the worker from the build and the static tier (`with_build`)."""
     build_toolchain()
     cache = tmp_path_factory.mktemp("builds")
     sources = _sources()
@@ -339,7 +349,7 @@ def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, 
     for name, (stage, static) in zip(sources, asyncio.run(build_all()), strict=True):
         assert stage.status == Status.passed, f"{name}: {stage.message} {stage.errors[:2]}"
         assert static.status != Status.infrastructure_error, f"{name}: {static.message}"
-        built[name] = (stage.library_path, module_kernels(stage.library_path), static.mma_flops_per_thread)
+        built[name] = (stage.library_path, module_kernels(stage.library_path), with_build({}, stage, static))
     return built
 
 
@@ -351,9 +361,8 @@ def spec_for(m: int | None = None) -> dict:
     return gpu_spec(task, workload, get_target("hopper"), catalogue)
 
 
-def evaluate(runner: Runner, library: tuple[str, list[str], dict[str, float]], spec: dict) -> dict:
-    if library[2]:
-        spec = {**spec, "mma_flops_per_thread": library[2]}  # as `GpuExecutor._begin` adds it
+def evaluate(runner: Runner, library: tuple[str, list[str], dict], spec: dict) -> dict:
+    spec = {**spec, **library[2]}  # the build's and static tier's facts, as `GpuExecutor._begin` adds them
     reply = runner.run(runner.client.evaluate_library(library[0], spec, library[1]))
     return reply["stages"]
 
@@ -468,6 +477,14 @@ def test_a_librarys_load_puts_no_gpu_work_beside_the_timed_calls(runner: Runner,
 def test_after_both_corpora_the_same_worker_passes_a_real_wgmma_gemm(runner: Runner, libraries) -> None:
     stages = evaluate(runner, libraries["wgmma_gemm"], spec_for())
     assert [s["status"] for s in stages.values()] == ["passed", "passed", "passed"], stages
+    # It stages its operands element by element: enough instructions per FLOP to have its answer's
+    # dependence on its wgmma checked, which its build with every A negated shows by answering wrong.
+    dynamic = stages["dynamic"]
+    print("instructions per FLOP", dynamic["instructions_per_flop"], "|", dynamic["message"])
+    if dynamic["instructions_per_flop"] >= CHECK_FROM:
+        assert dynamic["negated_passed"] is False and "depends on its wgmma" in dynamic["message"]
+    else:
+        assert "negated_passed" not in dynamic
     assert stages["dynamic"]["tensor_share"] == pytest.approx(1.0)
     assert stages["timing"]["method"] == "cupti"
     assert stages["timing"]["candidate"]["kernels"] == libraries["wgmma_gemm"][1]

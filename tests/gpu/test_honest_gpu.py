@@ -78,6 +78,8 @@ def test_each_honest_hopper_kernel_passes_every_tier(judge: Judge, path: Path) -
         f"\n  dynamic (ncu {stages.dynamic.ncu_s} s after the go, its first range before the candidate:"
         f" {stages.dynamic.profiler_warmed}): {stages.dynamic.message[-600:]}"
         f"\n  {_work(stages.dynamic.executed_opcodes, stages.dynamic.task_flops)}"
+        f"\n  beside the required family {stages.dynamic.instructions_per_flop} instructions per FLOP; the"
+        f" negated build answered right: {stages.dynamic.negated_passed} (None: not run)"
     )
     assert stages.build.status == Status.passed, f"{stages.build.message} {stages.build.errors[:3]}"
     assert result.status == Status.passed, result.message
@@ -86,6 +88,8 @@ def test_each_honest_hopper_kernel_passes_every_tier(judge: Judge, path: Path) -
         assert stages.dynamic.tensor_share is None and stages.dynamic.required_executed
     else:
         assert stages.dynamic.tensor_share is not None and stages.dynamic.tensor_share > 0.9
+    # Where its instructions per FLOP had its answer's dependence on its wgmma checked, it showed it.
+    assert stages.dynamic.negated_passed is not True
     assert timing.speedup is not None and not timing.faster_than_light
 
 

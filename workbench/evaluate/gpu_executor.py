@@ -26,7 +26,7 @@ from workbench.evaluate.build.triton_build import build_triton, run_tool
 from workbench.evaluate.gpu.kernel_names import module_kernels
 from workbench.evaluate.gpu.protocol import BEGIN_MARGIN_S, STAGE_MARGIN_S, GpuStage
 from workbench.evaluate.gpu.triton_runtime import RuntimeRefused, own_kernels
-from workbench.evaluate.gpu_spec import gpu_spec
+from workbench.evaluate.gpu_spec import gpu_spec, with_build
 from workbench.evaluate.pipeline import StageFunction, finalize, new_result, run_stages
 from workbench.evaluate.request import EvalRequest, ProgressCallback, StageName
 from workbench.evaluate.result import (
@@ -199,9 +199,12 @@ class GpuExecutor:
     async def _begin(self, run: GpuRun) -> None:
         """Hand the worker the built candidate and its workload; it readies the runner and the tools."""
         request = run.request
-        spec = gpu_spec(run.task, run.workload, run.target, source_counters=request.source_counters)
-        if run.result.stages.static.mma_flops_per_thread:
-            spec["mma_flops_per_thread"] = run.result.stages.static.mma_flops_per_thread
+        spec = with_build(
+            gpu_spec(run.task, run.workload, run.target, source_counters=request.source_counters),
+            run.result.stages.build,
+            run.result.stages.static,
+            triton=run.triton_entry is not None,
+        )
         library = run.result.stages.build.library_path
         if run.triton_entry is not None:
             spec["triton_entry"] = str(run.triton_entry)

@@ -11,6 +11,7 @@ LSE from the random Q, K, V.
 from __future__ import annotations
 
 from workbench.evaluate.build.sass import FAMILIES
+from workbench.evaluate.result import BuildStage, StaticStage
 from workbench.tasks import Catalogue, Target, Task, Workload
 
 
@@ -72,3 +73,16 @@ def gpu_spec(
             "outputs": list(forward.definition.outputs),
         }
     return spec
+
+
+def with_build(spec: dict, build: BuildStage, static: StaticStage, triton: bool = False) -> dict:
+    """`spec` with what the worker takes from the candidate's build and static tier: each matrix multiply's
+    fewest FLOPs per thread in its SASS, and its library with every wgmma's A negated (or why there is
+    none; a `triton` candidate has none)."""
+    extra: dict = {
+        "negated_library": build.negated_library_path,
+        "negated_note": build.negated_note or ("a Triton candidate has none" if triton else ""),
+    }
+    if static.mma_flops_per_thread:
+        extra["mma_flops_per_thread"] = static.mma_flops_per_thread
+    return {**spec, **extra}

@@ -220,6 +220,14 @@ def dynamic_lines(stage: DynamicStage, names: dict[str, str] | None = None) -> l
         lines.append(
             f"the same work on other paths (at least): {stage.other_work_share:.1%} of the task's FLOPs"
         )
+    if stage.negated_passed is not None:
+        answer = (
+            "still right: it does not depend on them" if stage.negated_passed else "wrong: it depends on them"
+        )
+        lines.append(
+            f"{stage.instructions_per_flop or 0.0:.2f} instructions per FLOP beside the required family; built "
+            f"with every wgmma's A negated, its answer was {answer}"
+        )
     if stage.ordinary_load_share is not None:
         lines.append(
             f"bytes fetched by ordinary loads (LDG missing L1, LDGSTS, atomics): {stage.ordinary_load_share:.1%} of the "

@@ -190,6 +190,14 @@ class DynamicStage(StageBase):
         default=None,
         description="FLOPs other math instructions did (a lower bound from thread counts) over the task's",
     )
+    instructions_per_flop: float | None = Field(
+        default=None,
+        description="thread instructions outside the required family per task FLOP (gpu/negated_check.py)",
+    )
+    negated_passed: bool | None = Field(
+        default=None,
+        description="the build with every wgmma's A negated still answered right (a decoy); None: not run",
+    )
     sm_throughput_pct: float | None = Field(
         default=None, description="ncu's SpeedOfLight: the SMs' busiest unit, % of its peak (source counters)"
     )

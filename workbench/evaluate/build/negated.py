@@ -43,7 +43,9 @@ class Negated(NamedTuple):
 
 def _top_level(operands: str) -> list[str]:
     """Operands split at the commas outside braces (`{%f1, %f2}` is one)."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in operands:
         if char == "{":
             depth += 1

@@ -1,5 +1,6 @@
 """The dynamic tier in the worker: Nsight Compute around one call at the timed workload, started ahead
-of time; its launches judged by `profile.py` and checked against the timed calls by `agreement.py`.
+of time; its launches judged by `profile.py` and checked against the timed calls by `agreement.py`, and
+where it took many instructions per FLOP, its answer's dependence on its wgmma by `negated_check.py`.
 Standard library only, like the worker.
 """
 
@@ -11,6 +12,7 @@ from typing import Any
 from workbench.evaluate.gpu import profile
 from workbench.evaluate.gpu.agreement import agreement, counters_against_timed, profiled_over_timed
 from workbench.evaluate.gpu.isolation import describe_exit, first_useful_line
+from workbench.evaluate.gpu.negated_check import check_negated
 from workbench.evaluate.gpu.protocol import StageRecord, Status
 from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.tool_process import ProfiledProcess
@@ -64,6 +66,7 @@ def run_dynamic(session: Session) -> StageRecord:
         if problem:
             stage["message"] += f" [no per-instruction counts: {problem}]"
     _check_against_timed(session, stage, launches)
+    check_negated(session, stage)
     return {**base, **stage}
 
 

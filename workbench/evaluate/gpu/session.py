@@ -286,10 +286,13 @@ class Session:
 
     # ------------------------------------------------------------------ the children
 
-    def ask_runner(self, message: RunnerCommand, what: str, timeout_s: float | None = None) -> dict[str, Any]:
-        """A runner request whose failure ends the stage; its reply's data."""
-        assert self.runner is not None
-        reply = self.runner.request(encode_runner(message), timeout_s or self.call_s)
+    def ask_runner(
+        self, message: RunnerCommand, what: str, timeout_s: float | None = None, runner: Child | None = None
+    ) -> dict[str, Any]:
+        """A request to the candidate's runner (or `runner`) whose failure ends the stage; its reply's data."""
+        runner = runner or self.runner
+        assert runner is not None
+        reply = runner.request(encode_runner(message), timeout_s or self.call_s)
         return self._runner_answer(message, reply, what)
 
     def _runner_answer(self, message: RunnerCommand, reply: Reply, what: str) -> dict[str, Any]:
@@ -317,14 +320,16 @@ class Session:
             )
         return data
 
-    def ask_judge(self, message: JudgeCommand) -> dict[str, Any]:
-        """A judge request made while the runner is stopped, so nothing in it runs while the judge reads."""
-        assert self.runner is not None
-        self.runner.pause()
+    def ask_judge(self, message: JudgeCommand, runner: Child | None = None) -> dict[str, Any]:
+        """A judge request made while the candidate's runner (or `runner`, whose buffers it reads) is
+        stopped, so nothing in it runs while the judge reads."""
+        runner = runner or self.runner
+        assert runner is not None
+        runner.pause()
         try:
             reply = self.worker.judge_request(self.device, message, self.judge_timeout_s)
         finally:
-            self.runner.resume()
+            runner.resume()
         return self._judge_answer(message, reply)
 
     def ask_judge_beside(self, message: JudgeCommand) -> Callable[[], dict[str, Any]]:

@@ -1,0 +1,50 @@
+"""What decides that a candidate's answer is checked against its negated build (`gpu/negated_check.py`),
+and what the executors hand the worker for it (`gpu_spec.with_build`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.evaluate.build.sass import FAMILIES
+from workbench.evaluate.gpu.negated_check import CHECK_FROM, instructions_per_flop
+from workbench.evaluate.gpu.profile import dynamic_stage, parse_raw_csv
+from workbench.evaluate.gpu_spec import with_build
+from workbench.evaluate.result import BuildStage, StaticStage, Status
+
+FAMILY_LISTS = {family: sorted(ops) for family, ops in FAMILIES.items()}
+M, N, K = 256, 7168, 5120  # the recorded profile's workload (tests/data/ncu, test_profile_parse.py)
+
+
+def test_a_tma_fed_wgmma_gemm_is_below_the_check_and_an_integer_answer_above_it() -> None:
+    """The wgmma GEMM's profile recorded on the H200 takes 0.005 instructions per FLOP beside its wgmma;
+    the same with one IMAD per multiply-add of the task beside it (a fixed-point answer), 0.5 more."""
+    flops = 2.0 * M * N * K
+    (wgmma,) = parse_raw_csv(
+        (Path(__file__).parent / "data" / "ncu" / "wgmma_gemm_m256_raw_details.csv").read_text()
+    )
+    stage = dynamic_stage([wgmma], FAMILY_LISTS, "GMMA", flops, "hopper")
+    honest = instructions_per_flop(stage, FAMILY_LISTS["GMMA"])
+    assert honest is not None and 0.0 < honest < CHECK_FROM
+    integer = {"name": "fixed", "opcodes": {"IMAD": flops / 2}, "tensor_flops": 0.0, "time_ns": 1.0}
+    decoy = dynamic_stage([wgmma, integer], FAMILY_LISTS, "GMMA", flops, "hopper")
+    assert decoy["status"] == "passed"  # no counter credits the integer work to the task
+    assert instructions_per_flop(decoy, FAMILY_LISTS["GMMA"]) == honest + 0.5
+    assert instructions_per_flop({"task_flops": None}, FAMILY_LISTS["GMMA"]) is None
+
+
+def test_the_worker_gets_the_negated_library_or_why_there_is_none() -> None:
+    build = BuildStage(status=Status.passed, negated_library_path="/cache/k/negated/kernel.so")
+    static = StaticStage(status=Status.passed, mma_flops_per_thread={"HMMA": 128.0})
+    spec = with_build({"task": "t"}, build, static)
+    assert spec == {
+        "task": "t",
+        "negated_library": "/cache/k/negated/kernel.so",
+        "negated_note": "",
+        "mma_flops_per_thread": {"HMMA": 128.0},
+    }
+    none = BuildStage(status=Status.passed, negated_note="its PTX holds no floating-point wgmma to negate")
+    assert with_build({}, none, StaticStage())["negated_note"].startswith("its PTX holds no")
+    assert (
+        with_build({}, BuildStage(), StaticStage(), triton=True)["negated_note"]
+        == "a Triton candidate has none"
+    )
