@@ -84,3 +84,14 @@ def test_an_output_with_its_own_tolerance_keeps_it_and_the_others_take_the_tasks
     spec = gpu_spec(task, task.smallest_workload(), get_target("hopper"), catalogue)
     assert output_tolerance(spec, "O") == (0.1, 0.125)
     assert output_tolerance(spec, "LSE") == (spec["atol"], spec["rtol"]) == (0.01, 0.01)
+
+
+def test_an_outputs_error_is_also_given_as_a_share_of_the_answer() -> None:
+    """What the negated build's check compares: a sign-flipped answer's error is twice the answer, a
+    right one's none (every element finite)."""
+    answer = torch.randn(64, 32, generator=torch.Generator().manual_seed(3))
+    assert compare_output("C", answer.clone(), answer, 1e-2, 1e-2)[1]["rms_error_share"] == 0.0
+    flipped = compare_output("C", -answer, answer, 1e-2, 1e-2)[1]
+    assert flipped["passed"] is False and flipped["rms_error_share"] == pytest.approx(2.0)
+    nudged = compare_output("C", answer + 1e-3 * answer, answer, 1e-2, 1e-2)[1]
+    assert nudged["passed"] and nudged["rms_error_share"] == pytest.approx(1e-3)

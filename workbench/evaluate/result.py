@@ -97,6 +97,9 @@ class OutputCheck(_Model):
     worst_index: list[int] | None = None
     worst_value: float | None = None
     worst_expected: float | None = None
+    rms_error_share: float | None = Field(
+        default=None, description="the error's root mean square over the reference's (finite elements)"
+    )
 
 
 class CorrectnessStage(StageBase):

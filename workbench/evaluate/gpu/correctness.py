@@ -26,6 +26,16 @@ PASSED, NUMERICAL, SHAPE, DTYPE = (
 )
 
 
+def _rms_share(diff: torch.Tensor, expected: torch.Tensor, finite: torch.Tensor) -> float | None:
+    """The error's root mean square over the reference's, where both are finite: how much of the answer
+    the error is (the negated build's check compares it with the candidate's own, `negated_check.py`)."""
+    both = finite & torch.isfinite(expected)
+    if not bool(both.any()):
+        return None
+    scale = float(expected[both].square().mean().sqrt())
+    return float(diff[both].square().mean().sqrt()) / max(scale, EPS)
+
+
 def compare_output(
     name: str,
     actual: torch.Tensor,
@@ -65,6 +75,7 @@ def compare_output(
     )
     check["matched_ratio"] = 1.0 - n_bad / numel
     check["max_abs_error"] = float(diff[finite].max()) if bool(finite.any()) else None
+    check["rms_error_share"] = _rms_share(diff, y, finite)
     # Relative error only where the absolute error exceeds atol: those are the elements the rule can
     # fail; elsewhere a near-zero reference makes any rounding look like a huge relative error.
     judged = finite & (diff > atol)

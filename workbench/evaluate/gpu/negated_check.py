@@ -6,8 +6,9 @@ products looked up in shared memory) passes both while its wgmma run for show. S
 instructions per FLOP, where a kernel that leaves the work to the tensor pipe takes few; from
 `CHECK_FROM` on, the library built with every wgmma's A negated (`build/negated.py`) runs in a runner
 of its own on a correctness trial's inputs at the timed workload, and the judge checks its output as any
-trial's. Met within the task's tolerance, it is a `decoy`: its answer never depended on the products.
-Wrong, or the call failing, shows the dependence.
+trial's, beside the candidate's own call on the same inputs. Where no output's error moved by a quarter
+of the answer (`SHOWN_FROM`), it is a `decoy`: its answer never depended on the products. An output
+moved, or the call failing, shows the dependence.
 
 A kernel that tests its own wgmma on values it knows and changes its answer when they come back negated
 is not caught here. Standard library only, like the worker.
@@ -15,7 +16,10 @@ is not caught here. Standard library only, like the worker.
 
 from __future__ import annotations
 
+from typing import Any
+
 from workbench.evaluate.gpu.call_seeds import call_seed
+from workbench.evaluate.gpu.isolation import Child
 from workbench.evaluate.gpu.protocol import StageRecord, Status
 from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.stage_failed import StageFailed
@@ -26,6 +30,12 @@ from workbench.evaluate.gpu.stage_failed import StageFailed
 # fixed-point answer packing three products into each IMAD needs 1/6 of an IMAD per FLOP alone (0.17),
 # more with its loads and unpacking: above this, so it is checked; the fast honest kernels are not.
 CHECK_FROM = 0.03
+# An output whose error, as a share of the answer's root mean square, grows by this much under the
+# negation shows the dependence. Negating A flips a GEMM's sign (an error share of 2.0) and an attention
+# forward's softmax weights (about 1.3 on O with N(0, 1) scores); a kernel whose answer never saw its
+# wgmma moves by 0. The task's own check is no measure here: FP8 attention's O tolerance (atol 0.1) is
+# wider than its answer's spread (about 0.03 over 4096 keys), so a wrong O may pass it.
+SHOWN_FROM = 0.25
 
 
 def instructions_per_flop(stage: StageRecord, required_opcodes: list[str]) -> float | None:
@@ -38,8 +48,9 @@ def instructions_per_flop(stage: StageRecord, required_opcodes: list[str]) -> fl
 
 
 def check_negated(session: Session, stage: StageRecord) -> None:
-    """Where the profiled call passed and took many instructions per FLOP, run the negated library once and
-    judge its answer: a `decoy` where it still meets the tolerance; the stage's message says what it showed."""
+    """Where the profiled call passed and took many instructions per FLOP, run the negated library and the
+    candidate's own on the same inputs: a `decoy` where no output moved by `SHOWN_FROM` of its answer; the
+    stage's message says what it showed."""
     families = session.spec.get("families") or {}
     ratio = instructions_per_flop(stage, families.get(session.spec.get("required_family", ""), []))
     stage["instructions_per_flop"] = ratio
@@ -52,28 +63,54 @@ def check_negated(session: Session, stage: StageRecord) -> None:
             f"; {ratio:.2f} instructions per FLOP, and its answer's dependence on its wgmma not checked: {why}"
         )
         return
-    answered = _run_negated(session, str(library))
-    stage["negated_passed"] = answered is None
-    if answered is None:
+    seed = call_seed(session.secret, "negated")
+    what = f"the call beside the negated build's (seed {seed})"
+    try:
+        own = _trial(session, None, session.exports["same"], seed, what)
+        if not own["passed"]:
+            raise StageFailed({"status": own["status"], "message": f"{what}: {own['message']}"})
+    except StageFailed as failed:
+        stage["status"], stage["message"] = failed.stage["status"], failed.stage.get("message", "")
+        return
+    moved = _run_negated(session, str(library), seed, _shares(own))
+    stage["negated_passed"] = moved is None
+    if moved is None:
         stage["status"] = Status.decoy
         stage["message"] = (
-            f"its answer does not depend on its wgmma: built again with every wgmma's A negated, it still "
-            f"answered within the task's tolerance ({ratio:.2f} instructions per FLOP beside them: the "
-            "answer comes from another path while the target's instructions run for show)"
+            f"its answer does not depend on its wgmma: built again with every wgmma's A negated, on the same "
+            f"inputs no output moved by {SHOWN_FROM:.0%} of its answer's root mean square ({ratio:.2f} "
+            "instructions per FLOP beside them: the answer comes from another path while the target's "
+            "instructions run for show)"
         )
     else:
-        stage["message"] += f"; its answer depends on its wgmma (negated, {answered})"
+        stage["message"] += f"; its answer depends on its wgmma (negated, {moved})"
 
 
-def _run_negated(session: Session, library: str) -> str | None:
-    """One trial of the negated library in a runner of its own: None where its answer passed the judge's
-    check, else what showed the dependence (its wrong output, or its failed call)."""
+def _trial(session: Session, runner: Child | None, exports: dict, seed: int, what: str) -> dict[str, Any]:
+    """One call of the runner (the candidate's, by default) on `seed`'s inputs, checked by the judge: its
+    trial record (`judge.py`)."""
+    session.ask_runner(
+        {"cmd": "prepare", "set": "same", "seed": seed}, f"{what}: preparing inputs", runner=runner
+    )
+    session.ask_judge({"cmd": "snapshot", "exports": exports, "seed": seed}, runner)
+    session.ask_runner({"cmd": "call", "set": "same"}, what, runner=runner)
+    checked = session.ask_judge({"cmd": "check", "exports": exports, "seed": seed, "fresh": False}, runner)
+    return checked["trial"]
+
+
+def _shares(trial: dict[str, Any]) -> dict[str, float]:
+    """Each output's error share (`correctness._rms_share`) in a trial record."""
+    return {name: check.get("rms_error_share") or 0.0 for name, check in trial["outputs"].items()}
+
+
+def _run_negated(session: Session, library: str, seed: int, own: dict[str, float]) -> str | None:
+    """The negated library's call on `seed`'s inputs in a runner of its own: None where no output's error
+    share grew by `SHOWN_FROM` over the candidate's own (`own`), else what showed the dependence."""
     runner = session.worker.take_runner(session.device)
-    seed = call_seed(session.secret, "negated")
     try:
         ready = runner.receive(session.limits.start_s)
         if not ready.ok:
-            return f"no answer: its runner did not start ({ready.exit_description})"
+            return f"not run: its runner did not start ({ready.exit_description})"
         loaded = session.ask_runner(
             {
                 "cmd": "load",
@@ -86,14 +123,13 @@ def _run_negated(session: Session, library: str) -> str | None:
             session.limits.start_s + session.call_s,
             runner,
         )
-        exports = loaded["exports"]["same"]
-        session.ask_runner({"cmd": "prepare", "set": "same", "seed": seed}, "preparing inputs", runner=runner)
-        session.ask_judge({"cmd": "snapshot", "exports": exports, "seed": seed}, runner)
-        session.ask_runner({"cmd": "call", "set": "same"}, "the negated call", runner=runner)
-        trial = session.ask_judge({"cmd": "check", "exports": exports, "seed": seed, "fresh": False}, runner)
+        negated = _shares(_trial(session, runner, loaded["exports"]["same"], seed, "the negated call"))
     except StageFailed as failed:
         return f"its call failed: {failed.stage.get('message', '')[:200]}"
     finally:
         runner.close()
-    checked = trial["trial"]
-    return None if checked.get("passed") else f"its answer was wrong: {checked.get('message', '')[:200]}"
+    grown = {name: negated.get(name, 0.0) - share for name, share in own.items()}
+    name, most = max(grown.items(), key=lambda item: item[1])
+    if most < SHOWN_FROM:
+        return None
+    return f"output {name}'s error {own[name]:.2g} -> {negated[name]:.2g} of its root mean square"
