@@ -54,7 +54,9 @@ def check_negated(session: Session, stage: StageRecord) -> None:
     families = session.spec.get("families") or {}
     ratio = instructions_per_flop(stage, families.get(session.spec.get("required_family", ""), []))
     stage["instructions_per_flop"] = ratio
-    if stage.get("status") != Status.passed or ratio is None or ratio < CHECK_FROM:
+    # Only where the tensor pipe's share was judged: a memory-bound family's work is not its products.
+    judged = stage.get("status") == Status.passed and stage.get("tensor_share") is not None
+    if not judged or ratio is None or ratio < CHECK_FROM:
         return
     library = session.spec.get("negated_library")
     if not library:
