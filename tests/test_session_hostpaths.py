@@ -295,11 +295,13 @@ def test_a_result_made_portable_keeps_what_it_was_made_with(tmp_path: Path) -> N
     entry = f"/home/ann/.cache/ptxwb/builds/cd/{key}"
     build = BuildStage(status=Status.passed, build_key=key, command=["nvcc", "-I/x/tvm_ffi/include"])
     build.library_path, build.ptx_path, build.cubin_path = f"{entry}/kernel.so", f"{entry}/kernel.ptx", None
+    build.negated_library_path = f"{entry}/negated/kernel.so"
     result = EvalResult(task="t", target="hopper", executor="static", source_sha256="0" * 64)
     result.stages = Stages(build=build, static=StaticStage(sass_path="/home/ann/elsewhere/kernel.sass"))
     portable = portable_result(result)
     assert portable.stages.build.library_path == f"cache:{key}/kernel.so"
     assert portable.stages.build.ptx_path == f"cache:{key}/kernel.ptx"
+    assert portable.stages.build.negated_library_path == f"cache:{key}/negated/kernel.so"
     assert portable.stages.static.sass_path is None  # outside any build cache: of no use elsewhere
     assert portable.stages.build.command == ["nvcc", "-I<tvm_ffi>/include"]
     assert portable_result(portable) == portable

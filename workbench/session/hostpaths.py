@@ -31,7 +31,7 @@ from workbench.evaluate.result import EvalResult
 
 CACHE_REF = "cache:"
 # The fields where an `EvalResult` names a file of its build (the build and the static stage).
-PATH_NAMES = frozenset({"library_path", "ptx_path", "cubin_path", "sass_path"})
+PATH_NAMES = frozenset({"library_path", "negated_library_path", "ptx_path", "cubin_path", "sass_path"})
 
 _KEY = r"[0-9a-f]{64}"
 _NAME = r"[\w.+@~-]"  # a character of a file or folder name
