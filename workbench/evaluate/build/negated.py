@@ -4,8 +4,8 @@ A decoy runs the target's instructions for show and answers from another path (i
 in fixed point, tables in shared memory: work no counter credits to the task). In PTX every Hopper
 tensor-core product is a `wgmma.mma_async` instruction, floating-point ones with an `imm-scale-a` of 1
 or -1: flipping it negates A, so the instruction adds -A·B. The build compiles that PTX again with
-ptxas's own command of the build (from nvcc's dry run, so the unchanged PTX would give the same cubin
-byte for byte), and puts the new cubin where the original lies in the library's fat binary: the same
+ptxas's own command of the build (from nvcc's dry run, in the build's folder, which the cubin records:
+the SASS is the original's but for the negation), and puts the new cubin where the original lies in the library's fat binary: the same
 host code, the same kernels, every product negated. An honest kernel's answer is then wrong; a kernel
 whose output still meets the task's tolerance never depended on its tensor-core products
 (`gpu/negated_check.py`).
