@@ -3,6 +3,7 @@ command, and put in place of the cubin in a copy of the library (`build/negated.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 from pathlib import Path
@@ -11,8 +12,10 @@ import pytest
 
 from tests.build_support import build_kernel, needs_nvcc, session_cache
 from workbench.evaluate.build.negated import negate_products, ptxas_line
+from workbench.evaluate.build.nvcc import with_negated
 from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.result import Status
+from workbench.tasks import get_target
 
 D = "{%f1, %f2, %f3, %f4}"
 
@@ -84,7 +87,10 @@ def test_the_negated_library_is_the_original_with_every_product_negated(
     """Built with the wgmma GEMM: the same size, different only inside the cubin's bytes, and its SASS is
     the original's line for line but that every HGMMA negates A (so the build's own ptxas command made it:
     the negation is the only difference)."""
-    stage = build_kernel("wgmma_gemm.cu", "hopper", session_cache(tmp_path_factory))
+    cache = session_cache(tmp_path_factory)
+    built = build_kernel("wgmma_gemm.cu", "hopper", cache)
+    assert built.negated_library_path is None  # made only when the GPU tiers ask for it
+    stage = asyncio.run(with_negated(built, get_target("hopper"), cache))
     assert stage.status == Status.passed and stage.negated_note == ""
     assert stage.library_path and stage.negated_library_path and stage.cubin_path
     original, negated = Path(stage.library_path).read_bytes(), Path(stage.negated_library_path).read_bytes()
@@ -97,3 +103,21 @@ def test_the_negated_library_is_the_original_with_every_product_negated(
     products = [line for line in after if "HGMMA" in line]
     assert products and all("gdesc[" in line and ".negA" in line for line in products)
     assert [line.replace(".negA", "") for line in after] == before
+
+
+@needs_nvcc
+def test_the_negated_twin_is_made_once_and_a_kernel_without_wgmma_has_none(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    cache = session_cache(tmp_path_factory)
+    hopper = get_target("hopper")
+    built = build_kernel("wgmma_gemm.cu", "hopper", cache)
+    first = asyncio.run(with_negated(built, hopper, cache))
+    assert first.negated_library_path is not None
+    made = Path(first.negated_library_path).stat().st_mtime_ns
+    again = asyncio.run(with_negated(built, hopper, cache))
+    assert again.negated_library_path == first.negated_library_path
+    assert Path(first.negated_library_path).stat().st_mtime_ns == made
+    simt = asyncio.run(with_negated(build_kernel("mma_sync_gemm.cu", "hopper", cache), hopper, cache))
+    assert simt.negated_library_path is None and "no floating-point wgmma" in simt.negated_note
+    assert not list(cache.glob("build-*"))  # its folder is gone

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from workbench.errors import UserError
 from workbench.evaluate.build.abi import abi_checked
-from workbench.evaluate.build.nvcc import build
+from workbench.evaluate.build.nvcc import build, with_negated
 from workbench.evaluate.build.sass import static_stage
 from workbench.evaluate.build.triton_build import SOURCE_NAME as TRITON_SOURCE
 from workbench.evaluate.build.triton_build import build_triton, run_tool
@@ -142,7 +142,11 @@ class GpuExecutor:
             return abi_checked(built, request.source, run.task.definition)
 
         async def static_here(so_far: EvalResult) -> StageBase:
-            stage = await static_stage(so_far.stages.build, run.target)
+            # The library's negated twin, for the dynamic tier's dependence check, beside the static tier.
+            stage, so_far.stages.build = await asyncio.gather(
+                static_stage(so_far.stages.build, run.target),
+                with_negated(so_far.stages.build, run.target, self.cache_dir),
+            )
             library = so_far.stages.build.library_path
             if library:
                 run.kernels = await asyncio.to_thread(module_kernels, library, stage.sass_path)

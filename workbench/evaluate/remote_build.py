@@ -24,7 +24,7 @@ from typing import TextIO
 from pydantic import ValidationError
 
 from workbench.errors import UserError
-from workbench.evaluate.build.nvcc import build
+from workbench.evaluate.build.nvcc import build, with_negated
 from workbench.evaluate.build.sass import static_stage
 from workbench.evaluate.gpu.kernel_names import module_kernels
 from workbench.evaluate.gpu.protocol import BUILD_MARGIN_S
@@ -129,7 +129,9 @@ async def remote_build(request: BuildRequest) -> RemoteBuilt:
     built = await build(request.source, request.target, request.timeout_s, None)
     if built.status != Status.passed:
         return RemoteBuilt(build=built)
-    static = await static_stage(built, request.target)
+    static, built = await asyncio.gather(
+        static_stage(built, request.target), with_negated(built, request.target)
+    )
     kernels = module_kernels(built.library_path, static.sass_path) if built.library_path else None
     return RemoteBuilt(build=built, static=static, kernels=kernels)
 

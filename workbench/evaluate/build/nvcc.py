@@ -39,7 +39,7 @@ from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.result import BuildStage, CompilerWarning, KernelResources, Status
 from workbench.tasks.targets import Target
 
-CACHE_FORMAT = 5  # bump when the cache entry layout or the parsed report changes
+CACHE_FORMAT = 4  # bump when the cache entry layout or the parsed report changes
 SOURCE_NAME = "kernel.cu"
 LIBRARY_NAME = "kernel.so"
 PTX_NAME = "kernel.ptx"
@@ -269,12 +269,7 @@ def _load_cached(entry: Path) -> BuildStage | None:
     return load_cached(
         entry,
         (LIBRARY_NAME, PTX_NAME, CUBIN_NAME),
-        {
-            "library_path": LIBRARY_NAME,
-            "ptx_path": PTX_NAME,
-            "cubin_path": CUBIN_NAME,
-            "negated_library_path": f"{NEGATED_DIR}/{LIBRARY_NAME}",
-        },
+        {"library_path": LIBRARY_NAME, "ptx_path": PTX_NAME, "cubin_path": CUBIN_NAME},
     )
 
 
@@ -337,8 +332,6 @@ async def compile_source(
             _compile_failed(stage, run.returncode, output, work)
         elif not _judge_library(stage, work, source, toolchain, target, foreign):
             return stage  # an infrastructure error: not cached
-        if stage.status == Status.passed:
-            await _negated(stage, work, command, toolchain)
         return _store(stage, work, entry, started)
     finally:
         if work.exists():
@@ -424,19 +417,6 @@ def _judge_library(
     return True
 
 
-async def _negated(stage: BuildStage, work: Path, command: list[str], toolchain: BuildToolchain) -> None:
-    """The library with its tensor-core products negated beside it (`negated.py`), or why there is none."""
-    ptxas = _real_nvcc(toolchain.nvcc).parent / "ptxas"
-    kept = (f"keep/{PTX_NAME}", f"keep/{CUBIN_NAME}")
-    try:
-        built = (LIBRARY_NAME, PTX_NAME, CUBIN_NAME)
-        stage.negated_note = await build_negated(work, command, ptxas, built, kept)
-    except OSError as exc:
-        stage.negated_note = f"it could not be written: {exc.strerror or exc}"
-    if not stage.negated_note:
-        stage.negated_library_path = f"{NEGATED_DIR}/{LIBRARY_NAME}"
-
-
 def _store(stage: BuildStage, work: Path, entry: Path, started: float) -> BuildStage:
     """Record the finished build as the cache entry `entry` and return it as read back from there."""
     shutil.rmtree(work / "keep", ignore_errors=True)
@@ -477,6 +457,47 @@ def _refuse(stage: BuildStage, link: LinkReport, work: Path, source: str, toolch
         f" (and {more} more)" if more else ""
     )
     stage.errors = lines
+
+
+async def with_negated(stage: BuildStage, target: Target, cache_dir: Path | None = None) -> BuildStage:
+    """A passed build with its library's negated twin (`negated.py`) named, made into its cache entry on
+    first use (the GPU tiers' executors ask for it; the static tier never needs it), or with why there is
+    none. It is compiled in a folder made as the build's own was, so ptxas records a path as long."""
+    if stage.status != Status.passed or stage.library_path is None or stage.ptx_path is None:
+        return stage
+    entry = Path(stage.library_path).parent
+    made = entry / NEGATED_DIR / LIBRARY_NAME
+    if made.is_file():
+        return stage.model_copy(update={"negated_library_path": str(made)})
+    try:
+        toolchain = build_toolchain()
+    except ToolchainMissing as exc:
+        return stage.model_copy(update={"negated_note": str(exc)})
+    root = cache_dir or cache_root()
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=root))
+    try:
+        (work / "keep").mkdir()
+        for name in (LIBRARY_NAME, PTX_NAME, CUBIN_NAME, SOURCE_NAME):
+            shutil.copyfile(entry / name, work / name)
+        command = nvcc_command(target, toolchain)
+        ptxas = _real_nvcc(toolchain.nvcc).parent / "ptxas"
+        note = await build_negated(
+            work,
+            command,
+            ptxas,
+            (LIBRARY_NAME, PTX_NAME, CUBIN_NAME),
+            (f"keep/{PTX_NAME}", f"keep/{CUBIN_NAME}"),
+        )
+        if not note:
+            with contextlib.suppress(OSError):  # another evaluation's twin got there first: as good
+                (work / NEGATED_DIR).rename(entry / NEGATED_DIR)
+    except OSError as exc:
+        note = f"it could not be made: {exc.strerror or exc}"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if note or not made.is_file():
+        return stage.model_copy(update={"negated_note": note or "it could not be kept in the build cache"})
+    return stage.model_copy(update={"negated_library_path": str(made)})
 
 
 async def build(
