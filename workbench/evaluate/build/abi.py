@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from workbench.evaluate.build.source_text import code_only
+from workbench.evaluate.build.source_text import CLOSING, OPENING, code_only, split_top_level
 from workbench.evaluate.result import BuildStage, Status
 from workbench.tasks.models import Definition
 
@@ -36,7 +36,6 @@ _SCALARS = frozenset(
     }
 )  # fmt: skip
 _QUALIFIERS = frozenset({"const", "volatile", "struct", "class", "typename", "__restrict__"})
-_OPEN, _CLOSE = "([{<", ")]}>"
 
 
 @dataclass(frozen=True)
@@ -53,30 +52,11 @@ def _closing(code: str, start: int) -> int | None:
         if char in "([{" or char == "<" and stack and stack[-1] == "<":
             stack.append(char)
         elif char in ")]}" or char == ">" and stack and stack[-1] == "<":
-            if not stack or _OPEN.index(stack.pop()) != _CLOSE.index(char):
+            if not stack or OPENING.index(stack.pop()) != CLOSING.index(char):
                 return None
             if not stack:
                 return index
     return None
-
-
-def _split_top(text: str) -> list[str]:
-    """Split at commas outside any brackets (template arguments included)."""
-    parts: list[str] = []
-    depth = 0
-    current: list[str] = []
-    for char in text:
-        if char in _OPEN:
-            depth += 1
-        elif char in _CLOSE:
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return [p.strip() for p in parts]
 
 
 class _Names:
@@ -157,7 +137,7 @@ def exported_parameters(source: str) -> list[Parameter] | None:
     names = _Names(code)
     readings = []
     for listed in lists:
-        texts = [] if listed.strip() in ("", "void") else _split_top(listed)
+        texts = [] if listed.strip() in ("", "void") else split_top_level(listed)
         parameters = []
         for text in texts:
             kind = _kind(text, names)

@@ -22,6 +22,8 @@ import shlex
 from pathlib import Path
 from typing import NamedTuple
 
+from workbench.evaluate.build.source_text import split_top_level
+
 NEGATED_DIR = "negated"  # the negated library lies in it, named as the original beside it
 NEGATED_PTX = "kernel_negated.ptx"
 NEGATED_CUBIN = "kernel_negated.cubin"
@@ -41,38 +43,18 @@ class Negated(NamedTuple):
     left: int
 
 
-def _top_level(operands: str) -> list[str]:
-    """Operands split at the commas outside braces (`{%f1, %f2}` is one)."""
-    parts: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for char in operands:
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return parts
-
-
 def _negate_one(match: re.Match[str]) -> tuple[str, bool]:
     """The instruction with its imm-scale-a flipped, and whether it was (an integer one has none)."""
     modifiers = match["modifiers"].split(".")[1:]
     if not _FLOAT_TYPES.intersection(modifiers[-2:]):
         return match[0], False
-    operands = _top_level(match["operands"])
+    operands = split_top_level(match["operands"])
     # d, a, b, scale-d, imm-scale-a, ...; sparse: d, a, b, sp-meta, sp-sel, scale-d, imm-scale-a, ...
     index = 6 if "sp" in modifiers else 4
-    if len(operands) <= index or operands[index].strip() not in ("1", "-1"):
+    if len(operands) <= index or operands[index] not in ("1", "-1"):
         return match[0], False
-    value = operands[index].strip()
-    operands[index] = operands[index].replace(value, "1" if value == "-1" else "-1")
-    return f"wgmma.mma_async{match['modifiers']}{match['space']}{','.join(operands)};", True
+    operands[index] = "1" if operands[index] == "-1" else "-1"
+    return f"wgmma.mma_async{match['modifiers']}{match['space']}{', '.join(operands)};", True
 
 
 def negate_products(ptx: str) -> Negated:

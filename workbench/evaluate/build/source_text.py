@@ -37,3 +37,26 @@ def code_only(text: str) -> str:
         return _blank(found)
 
     return _LITERAL_OR_COMMENT.sub(blank, text)
+
+
+OPENING, CLOSING = "([{<", ")]}>"  # brackets, each pair at the same index
+
+
+def split_top_level(text: str) -> list[str]:
+    """`text` split at the commas outside any brackets (template arguments, PTX's `{%f1, %f2}` vectors),
+    each part stripped."""
+    parts: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for char in text:
+        if char in OPENING:
+            depth += 1
+        elif char in CLOSING:
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return [part.strip() for part in parts]
