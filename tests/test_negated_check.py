@@ -9,7 +9,8 @@ from workbench.evaluate.build.sass import FAMILIES
 from workbench.evaluate.gpu.negated_check import CHECK_FROM, instructions_per_flop
 from workbench.evaluate.gpu.profile import dynamic_stage, parse_raw_csv
 from workbench.evaluate.gpu_spec import with_build
-from workbench.evaluate.result import BuildStage, StaticStage, Status
+from workbench.evaluate.render import dynamic_lines
+from workbench.evaluate.result import BuildStage, DynamicStage, StaticStage, Status
 
 FAMILY_LISTS = {family: sorted(ops) for family, ops in FAMILIES.items()}
 M, N, K = 256, 7168, 5120  # the recorded profile's workload (tests/data/ncu, test_profile_parse.py)
@@ -48,3 +49,12 @@ def test_the_worker_gets_the_negated_library_or_why_there_is_none() -> None:
         with_build({}, BuildStage(), StaticStage(), triton=True)["negated_note"]
         == "a Triton candidate has none"
     )
+
+
+def test_the_verdict_says_what_the_negated_build_showed() -> None:
+    shown = DynamicStage(status=Status.passed, instructions_per_flop=0.34, negated_passed=False)
+    assert "0.34 instructions per FLOP beside the required family" in "\n".join(dynamic_lines(shown))
+    assert "its answer was wrong: it depends on them" in "\n".join(dynamic_lines(shown))
+    decoy = DynamicStage(status=Status.decoy, instructions_per_flop=0.6, negated_passed=True)
+    assert "still right: it does not depend on them" in "\n".join(dynamic_lines(decoy))
+    assert not any("negated" in line for line in dynamic_lines(DynamicStage(status=Status.passed)))
