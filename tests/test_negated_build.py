@@ -57,16 +57,28 @@ def test_an_integer_wgmma_has_no_scale_and_is_left() -> None:
     assert negate_products(ptx) == (ptx, 0, 1)
 
 
-def test_the_ptxas_command_is_read_from_nvccs_dry_run() -> None:
+def test_the_ptxas_command_is_read_from_nvccs_dry_run_with_nvccs_own_ptxas(tmp_path: Path) -> None:
+    """The program is found on the PATH the dry run sets (nvcc's own bin folder first), not the caller's."""
+    toolkit = tmp_path / "toolkit" / "bin"
+    toolkit.mkdir(parents=True)
+    (toolkit / "ptxas").write_text("#!/bin/sh\n")
+    (toolkit / "ptxas").chmod(0o755)
     dry_run = (
-        '#$ _NVVM_BRANCH_=nvvm\n#$ cicc -arch compute_90a "kernel.cu"\n'
+        f'#$ _NVVM_BRANCH_=nvvm\n#$ PATH={toolkit}\n#$ cicc -arch compute_90a "kernel.cu"\n'
         '#$ ptxas -arch=sm_90a -m64 -v  --generate-line-info "keep/kernel.ptx"  -o "keep/kernel.cubin" \n'
         '#$ fatbinary --create="keep/kernel.fatbin" -64\n'
     )
     assert ptxas_line(dry_run, "keep/kernel.ptx", "keep/kernel.cubin") == [
-        "ptxas", "-arch=sm_90a", "-m64", "-v", "--generate-line-info", "keep/kernel.ptx", "-o", "keep/kernel.cubin"
+        str(toolkit / "ptxas"), "-arch=sm_90a", "-m64", "-v", "--generate-line-info", "keep/kernel.ptx", "-o",
+        "keep/kernel.cubin",
     ]  # fmt: skip
     assert ptxas_line(dry_run, "keep/other.ptx", "keep/kernel.cubin") is None
+    assert (
+        ptxas_line(
+            dry_run.replace(str(toolkit), str(tmp_path / "none")), "keep/kernel.ptx", "keep/kernel.cubin"
+        )
+        is None
+    )
 
 
 def _sass(path: str) -> list[str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
+import shutil
 from pathlib import Path
 from typing import NamedTuple
 
@@ -70,13 +71,18 @@ def negate_products(ptx: str) -> Negated:
 
 
 def ptxas_line(dry_run: str, ptx: str, cubin: str) -> list[str] | None:
-    """The ptxas command of nvcc's `--dryrun` output that compiles `ptx` into `cubin`, or None."""
+    """The ptxas command of nvcc's `--dryrun` output that compiles `ptx` into `cubin`, its program found
+    where nvcc finds it (on the PATH the dry run sets), or None."""
+    path = None
     for line in dry_run.splitlines():
+        if line.startswith("#$ PATH="):
+            path = line[len("#$ PATH=") :].strip()
         if not line.startswith("#$ ptxas "):
             continue
         words = shlex.split(line[3:])
-        if ptx in words and cubin in words:
-            return words
+        program = shutil.which(words[0], path=path)
+        if ptx in words and cubin in words and program is not None:
+            return [program, *words[1:]]
     return None
 
 
@@ -94,7 +100,7 @@ async def _output(command: list[str], cwd: Path) -> tuple[int | None, str]:
 
 
 async def build_negated(
-    work: Path, nvcc_command: list[str], ptxas: Path, built: tuple[str, str, str], kept: tuple[str, str]
+    work: Path, nvcc_command: list[str], built: tuple[str, str, str], kept: tuple[str, str]
 ) -> str:
     """Write the negated library in `work`, a finished build whose library, PTX and cubin are the files
     `built` names there, the last two written by nvcc's command as `kept` (keep/ paths, where the
@@ -111,7 +117,7 @@ async def build_negated(
     keep = work / Path(kept[0]).parent
     (keep / NEGATED_PTX).write_text(negated.ptx)
     names = {kept[0]: str(keep / NEGATED_PTX), kept[1]: str(keep / NEGATED_CUBIN)}
-    code, output = await _output([str(ptxas), *(names.get(word, word) for word in command[1:])], work)
+    code, output = await _output([command[0], *(names.get(word, word) for word in command[1:])], work)
     if code is None:
         return f"ptxas did not finish the negated PTX within {PTXAS_TIMEOUT_S:g} s"
     if code != 0:

@@ -480,11 +480,9 @@ async def with_negated(stage: BuildStage, target: Target, cache_dir: Path | None
         for name in (LIBRARY_NAME, PTX_NAME, CUBIN_NAME, SOURCE_NAME):
             shutil.copyfile(entry / name, work / name)
         command = nvcc_command(target, toolchain)
-        ptxas = _real_nvcc(toolchain.nvcc).parent / "ptxas"
         note = await build_negated(
             work,
             command,
-            ptxas,
             (LIBRARY_NAME, PTX_NAME, CUBIN_NAME),
             (f"keep/{PTX_NAME}", f"keep/{CUBIN_NAME}"),
         )
