@@ -16,6 +16,7 @@ is not caught here. Standard library only, like the worker.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from workbench.evaluate.gpu.call_seeds import call_seed
@@ -65,6 +66,7 @@ def check_negated(session: Session, stage: StageRecord) -> None:
             f"; {ratio:.2f} instructions per FLOP, and its answer's dependence on its wgmma not checked: {why}"
         )
         return
+    started = time.perf_counter()
     seed = call_seed(session.secret, "negated")
     what = f"the call beside the negated build's (seed {seed})"
     try:
@@ -76,16 +78,17 @@ def check_negated(session: Session, stage: StageRecord) -> None:
         return
     moved = _run_negated(session, str(library), seed, _shares(own))
     stage["negated_passed"] = moved is None
+    took = f"{time.perf_counter() - started:.2f} s"
     if moved is None:
         stage["status"] = Status.decoy
         stage["message"] = (
             f"its answer does not depend on its wgmma: built again with every wgmma's A negated, on the same "
             f"inputs no output moved by {SHOWN_FROM:.0%} of its answer's root mean square ({ratio:.2f} "
             "instructions per FLOP beside them: the answer comes from another path while the target's "
-            "instructions run for show)"
+            f"instructions run for show; checked in {took})"
         )
     else:
-        stage["message"] += f"; its answer depends on its wgmma (negated, {moved})"
+        stage["message"] += f"; its answer depends on its wgmma (negated, {moved}; checked in {took})"
 
 
 def _trial(session: Session, runner: Child | None, exports: dict, seed: int, what: str) -> dict[str, Any]:
