@@ -27,14 +27,16 @@ from workbench.evaluate.gpu.stage_failed import StageFailed
 
 # Predicate-true thread instructions outside the required family, per task FLOP, from which the check
 # runs. Measured on an H100 at 6ac1253 (benchmarks/results/2026-12-07_honest_gpu_cuda_6ac1253_h100.log):
-# kernels fed by TMA and Triton's 0.008-0.02, ones that stage operands element by element 0.34-0.37. A
-# fixed-point answer packing three products into each IMAD needs 1/6 of an IMAD per FLOP alone (0.17),
-# more with its loads and unpacking: above this, so it is checked; the fast honest kernels are not.
+# kernels fed by TMA and Triton's 0.008-0.02, ones that stage operands element by element 0.34-0.37
+# (0.33-0.36 at e37a79a, where the fixed-point decoy of tests/gpu/hostile took 2.34). A fixed-point
+# answer packing three products into each IMAD needs 1/6 of an IMAD per FLOP alone (0.17), more with its
+# loads and unpacking: above this, so it is checked; the fast honest kernels are not.
 CHECK_FROM = 0.03
 # An output whose error, as a share of the answer's root mean square, grows by this much under the
-# negation shows the dependence. Negating A flips a GEMM's sign (an error share of 2.0) and an attention
-# forward's softmax weights (about 1.3 on O with N(0, 1) scores); a kernel whose answer never saw its
-# wgmma moves by 0. The task's own check is no measure here: FP8 attention's O tolerance (atol 0.1) is
+# negation shows the dependence. Negating A flips a GEMM's sign (an error share of 2.0: every honest
+# kernel checked on an H100 at e37a79a went from 0 to 2) and an attention forward's softmax weights (about
+# 1.3 on O with N(0, 1) scores, estimated, not measured); a kernel whose answer never saw its wgmma moves
+# by 0. The task's own check is no measure here: FP8 attention's O tolerance (atol 0.1) is
 # wider than its answer's spread (about 0.03 over 4096 keys), so a wrong O may pass it.
 SHOWN_FROM = 0.25
 
