@@ -3,11 +3,11 @@
 A decoy runs the target's instructions for show and answers from another path (integer multiply-adds
 in fixed point, tables in shared memory: work no counter credits to the task). In PTX every Hopper
 tensor-core product is a `wgmma.mma_async` instruction, floating-point ones with an `imm-scale-a` of 1
-or -1: flipping it negates A, so the instruction adds -A·B. The build compiles that PTX again with
-ptxas's own command of the build (from nvcc's dry run, in the build's folder, which the cubin records:
-the SASS is the original's but for the negation), and puts the new cubin where the original lies in the library's fat binary: the same
-host code, the same kernels, every product negated. An honest kernel's answer is then wrong; a kernel
-whose output still meets the task's tolerance never depended on its tensor-core products
+or -1: flipping it negates A, so the instruction adds -A·B. The PTX is compiled again by the ptxas
+command nvcc ran for the build (read from its dry run; the paths the cubin records come from the PTX's
+`.file` lines, so the SASS is the original's but for the negation), and the new cubin is put where the
+original lies in the library's fat binary: the same host code, the same kernels, every product negated.
+An honest kernel's answer then moves; one that does not never depended on its tensor-core products
 (`gpu/negated_check.py`).
 
 Integer wgmma has no scale to flip and Blackwell's tcgen05.mma takes its negation from a runtime

@@ -462,7 +462,7 @@ def _refuse(stage: BuildStage, link: LinkReport, work: Path, source: str, toolch
 async def with_negated(stage: BuildStage, target: Target, cache_dir: Path | None = None) -> BuildStage:
     """A passed build with its library's negated twin (`negated.py`) named, made into its cache entry on
     first use (the GPU tiers' executors ask for it; the static tier never needs it), or with why there is
-    none. It is compiled in a folder made as the build's own was, so ptxas records a path as long."""
+    none."""
     if stage.status != Status.passed or stage.library_path is None or stage.ptx_path is None:
         return stage
     entry = Path(stage.library_path).parent
