@@ -92,6 +92,7 @@ class GpuExecutor:
     def __init__(self, client: WorkerConnection, cache_dir: Path | None = None) -> None:
         self.client = client
         self.cache_dir = cache_dir
+        self.worker_profiles = False  # its worker has ncu: the dynamic tier runs, and may need the twin
 
     async def evaluate(self, request: EvalRequest, progress: ProgressCallback | None = None) -> EvalResult:
         task = resolve_task(request.task)
@@ -124,6 +125,7 @@ class GpuExecutor:
             result.stages.build = BuildStage(status=Status.infrastructure_error, message=f"GPU worker: {exc}")
             finalize(result)
             return False
+        self.worker_profiles = bool(hello.get("ncu"))
         if not hello.get("gpus"):
             await self.client.close_unusable()
             where = "this machine" if self.name == "local" else hello.get("host", "the worker host")
@@ -142,11 +144,15 @@ class GpuExecutor:
             return abi_checked(built, request.source, run.task.definition)
 
         async def static_here(so_far: EvalResult) -> StageBase:
-            # The library's negated twin, for the dynamic tier's dependence check, beside the static tier.
-            stage, so_far.stages.build = await asyncio.gather(
-                static_stage(so_far.stages.build, run.target),
-                with_negated(so_far.stages.build, run.target, self.cache_dir),
-            )
+            # The library's negated twin, for the dynamic tier's dependence check, beside the static tier
+            # (where there is a dynamic tier: its worker has ncu).
+            if self.worker_profiles:
+                stage, so_far.stages.build = await asyncio.gather(
+                    static_stage(so_far.stages.build, run.target),
+                    with_negated(so_far.stages.build, run.target, self.cache_dir),
+                )
+            else:
+                stage = await static_stage(so_far.stages.build, run.target)
             library = so_far.stages.build.library_path
             if library:
                 run.kernels = await asyncio.to_thread(module_kernels, library, stage.sass_path)
