@@ -100,21 +100,23 @@ async def _output(command: list[str], cwd: Path) -> tuple[int | None, str]:
 
 
 async def build_negated(
-    work: Path, nvcc_command: list[str], built: tuple[str, str, str], kept: tuple[str, str]
+    entry: Path, work: Path, nvcc_command: list[str], built: tuple[str, str, str], kept: tuple[str, str]
 ) -> str:
-    """Write the negated library in `work`, a finished build whose library, PTX and cubin are the files
-    `built` names there, the last two written by nvcc's command as `kept` (keep/ paths, where the
-    negated PTX and cubin go): as `NEGATED_DIR`/library. '' when written, else why not."""
+    """Write the negated library of the finished build in `entry`, whose library, PTX and cubin are the
+    files `built` names there, the last two written by nvcc's command as `kept` (keep/ paths), into the
+    empty folder `work` (where the negated PTX and cubin go too): as `NEGATED_DIR`/library. '' when
+    written, else why not."""
     library_name, ptx_name, cubin_name = built
-    original = (work / cubin_name).read_bytes()
-    negated = negate_products((work / ptx_name).read_text())
+    negated = negate_products((entry / ptx_name).read_text())
     if not negated.negated:
         return "its PTX holds no floating-point wgmma to negate"
+    original = (entry / cubin_name).read_bytes()
     code, dry_run = await _output([*nvcc_command, "--dryrun"], work)
     command = ptxas_line(dry_run, *kept) if code == 0 else None
     if command is None:
         return "nvcc's dry run names no ptxas command for its PTX"
     keep = work / Path(kept[0]).parent
+    keep.mkdir(exist_ok=True)
     (keep / NEGATED_PTX).write_text(negated.ptx)
     names = {kept[0]: str(keep / NEGATED_PTX), kept[1]: str(keep / NEGATED_CUBIN)}
     code, output = await _output([command[0], *(names.get(word, word) for word in command[1:])], work)
@@ -126,7 +128,7 @@ async def build_negated(
     changed = (keep / NEGATED_CUBIN).read_bytes()
     if len(changed) != len(original):
         return f"the negated cubin is {len(changed)} bytes, the original {len(original)}"
-    library = (work / library_name).read_bytes()
+    library = (entry / library_name).read_bytes()
     if library.count(original) != 1:
         return "the library does not hold its cubin once, uncompressed"
     at = library.index(original)

@@ -476,13 +476,10 @@ async def with_negated(stage: BuildStage, target: Target, cache_dir: Path | None
     root = cache_dir or cache_root()
     work = Path(tempfile.mkdtemp(prefix="build-", dir=root))
     try:
-        (work / "keep").mkdir()
-        for name in (LIBRARY_NAME, PTX_NAME, CUBIN_NAME, SOURCE_NAME):
-            shutil.copyfile(entry / name, work / name)
-        command = nvcc_command(target, toolchain)
         note = await build_negated(
+            entry,
             work,
-            command,
+            nvcc_command(target, toolchain),
             (LIBRARY_NAME, PTX_NAME, CUBIN_NAME),
             (f"keep/{PTX_NAME}", f"keep/{CUBIN_NAME}"),
         )
