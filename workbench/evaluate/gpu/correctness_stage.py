@@ -9,11 +9,11 @@ import time
 from typing import Literal
 
 from workbench.evaluate.gpu.call_seeds import call_seed
+from workbench.evaluate.gpu.checked_call import checked_call
 from workbench.evaluate.gpu.protocol import StageRecord, Status
 from workbench.evaluate.gpu.sanitizer import memcheck_message, nothing_found
 from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.stage_failed import StageFailed
-from workbench.evaluate.gpu.trace_checks import attribute, call_problem
 
 
 def run_correctness(session: Session, trials: int) -> StageRecord:
@@ -57,28 +57,11 @@ def _trial(session: Session, stage: StageRecord, number: int, fresh: bool, worst
     name: Literal["same", "fresh"] = "fresh" if fresh else "same"
     seed = call_seed(session.secret, name, number)
     label = "the fresh-address trial" if fresh else f"trial {number + 1}"
-    session.ask_runner({"cmd": "prepare", "set": name, "seed": seed}, f"{label}: preparing inputs")
-    snap = session.ask_judge({"cmd": "snapshot", "exports": session.exports[name], "seed": seed})
-    if not snap.get("ok"):
-        raise StageFailed(
-            {
-                "status": Status.tampered,
-                "message": f"{label}: input(s) {', '.join(snap.get('mismatched', []))} do not hold the "
-                f"values seed {seed} draws: the harness that fills them was changed",
-            }
-        )
-    called = session.ask_runner({"cmd": "call", "set": name}, f"{label} (seed {seed})")
-    trace = attribute(called.get("trace") or {})
-    problem = call_problem(trace, session.own)
-    if problem is not None:
-        raise StageFailed({"status": problem[0], "message": f"{label} (seed {seed}): {problem[1]}"})
+    trial, trace = checked_call(session, name, seed, label)
     # The launch order a later hang is read against (a timed call has no launch names).
     session.last_order = [
         k.name for w in trace.labelled("call") for k in sorted(w.kernels, key=lambda k: k.start)
     ]
-    trial = session.ask_judge(
-        {"cmd": "check", "exports": session.exports[name], "seed": seed, "fresh": fresh}
-    )["trial"]
     status, message = trial.pop("status"), trial.pop("message")
     stage["trials"].append(trial)
     for check in trial["outputs"].values():

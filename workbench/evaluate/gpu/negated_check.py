@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from workbench.evaluate.gpu.call_seeds import call_seed
-from workbench.evaluate.gpu.isolation import Child
+from workbench.evaluate.gpu.checked_call import checked_call
 from workbench.evaluate.gpu.protocol import StageRecord, Status
 from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.stage_failed import StageFailed
@@ -72,7 +72,7 @@ def check_negated(session: Session, stage: StageRecord) -> None:
     seed = call_seed(session.secret, "negated")
     what = f"the call beside the negated build's (seed {seed})"
     try:
-        own = _trial(session, None, session.exports["same"], seed, what)
+        own, _ = checked_call(session, "same", seed, what)
         if not own["passed"]:
             raise StageFailed({"status": own["status"], "message": f"{what}: {own['message']}"})
     except StageFailed as failed:
@@ -91,18 +91,6 @@ def check_negated(session: Session, stage: StageRecord) -> None:
         )
     else:
         stage["message"] += f"; its answer depends on its wgmma (negated, {moved}; checked in {took})"
-
-
-def _trial(session: Session, runner: Child | None, exports: dict, seed: int, what: str) -> dict[str, Any]:
-    """One call of the runner (the candidate's, by default) on `seed`'s inputs, checked by the judge: its
-    trial record (`judge.py`)."""
-    session.ask_runner(
-        {"cmd": "prepare", "set": "same", "seed": seed}, f"{what}: preparing inputs", runner=runner
-    )
-    session.ask_judge({"cmd": "snapshot", "exports": exports, "seed": seed}, runner)
-    session.ask_runner({"cmd": "call", "set": "same"}, what, runner=runner)
-    checked = session.ask_judge({"cmd": "check", "exports": exports, "seed": seed, "fresh": False}, runner)
-    return checked["trial"]
 
 
 def _shares(trial: dict[str, Any]) -> dict[str, float]:
@@ -130,7 +118,10 @@ def _run_negated(session: Session, library: str, seed: int, own: dict[str, float
             session.limits.start_s + session.call_s,
             runner,
         )
-        negated = _shares(_trial(session, runner, loaded["exports"]["same"], seed, "the negated call"))
+        trial, _ = checked_call(
+            session, "same", seed, "the negated call", exports=loaded["exports"]["same"], runner=runner
+        )
+        negated = _shares(trial)
     except StageFailed as failed:
         return f"its call failed: {failed.stage.get('message', '')[:200]}"
     finally:
