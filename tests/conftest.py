@@ -42,3 +42,21 @@ def stop_worker_services() -> None:
     from workbench.evaluate.service_client import stop_running
 
     asyncio.run(stop_running())
+
+
+# The files that take the most CPU (seconds on CI's two cores at a4b6335, the run's own children included),
+# handed out first: pytest-xdist gives each worker whole files in collection order, and one of these begun
+# last would finish alone on one core while the other idles.
+HEAVY_FIRST = (
+    "test_honest_corpus.py",  # 204
+    "test_judging_pipeline.py",  # 75
+    "test_tasks_references.py",  # 66
+    "test_bench_sweep.py",  # 50
+    "test_cli_bad_input.py",  # 47
+    "test_build.py",  # 39
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: place for place, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(HEAVY_FIRST)))  # stable: the rest keep order

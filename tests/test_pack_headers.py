@@ -147,6 +147,9 @@ def test_tcgen05_helpers_emit_utchmma_utcqmma_tmem_gather_and_pair_forms(out_dir
         assert opcode in code, opcode
 
 
+# Slow: the GPU tests build these programs before anything runs, and here the pack's headers are built by
+# the check units above and the ABI example below, and its patterns' kernels by test_pack_patterns.py.
+@pytest.mark.slow
 @needs_nvcc
 @needs_cuobjdump
 @pytest.mark.parametrize(

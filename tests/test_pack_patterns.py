@@ -266,6 +266,9 @@ def test_first_step_mutant_sites_exist(pattern: str, tmp_path: Path) -> None:
     assert poisoned != mutant and "0x7fc00000" in poisoned
 
 
+# Slow: each pattern's kernel is built for spills and serialised wgmma by the test above; the harness
+# around it is the GPU test's, which builds it before anything runs.
+@pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("pattern", sorted(HOPPER_HARNESSES))
 def test_poisoned_gpu_program_builds_clean_here(pattern: str, tmp_path: Path) -> None:
