@@ -61,6 +61,8 @@ def compose(name: str, parts: tuple[str, ...], defines: dict[str, str] | None = 
         pieces.append(DOOR.read_text())
     if "wgmma" in parts:
         pieces.append(_as_function(KERNELS / "wgmma_gemm.cu", "run_wgmma"))
+    if "for_show" in parts:  # the decoys' wgmma into a scratch buffer, and their tiled launch
+        pieces.append((KERNELS / "wgmma_for_show.cu").read_text())
     if "simt" in parts:
         pieces.append(_as_function(KERNELS / "simt_gemm.cu", "run_simt", "simt_path"))
     if "mma" in parts:  # the static tests' mma.sync GEMM, its export dropped, inside namespace mma_path
@@ -175,18 +177,24 @@ HOSTILES: dict[str, tuple[tuple[str, ...], int | None, str, str, Callable[[dict]
     ),
     # Its m16n8k16 mma.sync counted at the shape its SASS holds (128 FLOPs a thread), not the least (32).
     "decoy": (
-        ("wgmma", "mma"),
+        ("wgmma", "for_show", "mma"),
         None,
         "dynamic",
         "decoy",
         _message_has("HMMA 100%", "must do the work, once"),
     ),
     # The same with the answer from a multiply and an add per multiply-add (FMUL, FADD), no FMA at all.
-    "decoy_split": (("wgmma",), None, "dynamic", "decoy", _message_has("FMUL", "must do the work, once")),
+    "decoy_split": (
+        ("wgmma", "for_show"),
+        None,
+        "dynamic",
+        "decoy",
+        _message_has("FMUL", "must do the work, once"),
+    ),
     # The same with the answer from integer multiply-adds in fixed point, which no counter credits: its
     # build with every wgmma's A negated still answers right.
     "decoy_fixed_point": (
-        ("wgmma",),
+        ("wgmma", "for_show"),
         None,
         "dynamic",
         "decoy",

@@ -3,7 +3,7 @@
 // int tiles in shared memory, each product of the task one 64-bit IMAD.WIDE into an int64 sum, scaled
 // back at the end (the rounding moves a 5120-long dot product of unit normals by ~0.002: within atol);
 // beside it the full wgmma GEMM runs into a scratch buffer nobody reads. The tensor pipe shows all the
-// task's FLOPs and no floating-point path any. Composed after wgmma_gemm.cu (as run_wgmma).
+// task's FLOPs and no floating-point path any. Composed after wgmma_gemm.cu (as run_wgmma) and wgmma_for_show.cu.
 namespace fixed_path {
 constexpr int kTile = 32;
 constexpr float kScale = 16384.f;
@@ -31,18 +31,7 @@ __global__ void __launch_bounds__(kTile * kTile)
 }  // namespace fixed_path
 
 void run(tvm::ffi::TensorView A, tvm::ffi::TensorView B, tvm::ffi::TensorView C) {
-  static void* scratch = nullptr;
-  const int M = int(A.size(0)), K = int(A.size(1)), N = int(B.size(0));
-  TVM_FFI_ICHECK(K % fixed_path::kTile == 0) << "needs K % 32 == 0";
-  const size_t bytes = size_t(C.size(0)) * C.size(1) * 2;
-  if (!scratch) cudaMalloc(&scratch, bytes);
-  int64_t shape[2] = {C.size(0), C.size(1)};
-  DLTensor view{scratch, C.device(), 2, C.dtype(), shape, nullptr, 0};
-  run_wgmma(A, B, tvm::ffi::TensorView(&view));
-  auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(C.device().device_type, C.device().device_id));
-  const dim3 grid((N + fixed_path::kTile - 1) / fixed_path::kTile, (M + fixed_path::kTile - 1) / fixed_path::kTile);
-  fixed_path::fixed_gemm<<<grid, dim3(fixed_path::kTile, fixed_path::kTile), 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(A.data_ptr()), static_cast<const __nv_bfloat16*>(B.data_ptr()),
-      static_cast<__nv_bfloat16*>(C.data_ptr()), M, N, K);
+  wgmma_for_show(A, B, C);
+  launch_tiled(fixed_path::fixed_gemm, A, B, C);
 }
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, run);
