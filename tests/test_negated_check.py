@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench.evaluate.build.sass import FAMILIES
-from workbench.evaluate.gpu.negated_check import CHECK_FROM, instructions_per_flop
+from workbench.evaluate.gpu.negated_check import CHECK_FROM, instructions_per_flop, without_twin
 from workbench.evaluate.gpu.profile import dynamic_stage, parse_raw_csv
 from workbench.evaluate.gpu_spec import with_build
 from workbench.evaluate.render import dynamic_lines
@@ -41,6 +41,7 @@ def test_the_worker_gets_the_negated_library_or_why_there_is_none() -> None:
         "task": "t",
         "negated_library": "/cache/k/negated/kernel.so",
         "negated_note": "",
+        "negated_hidden": False,
         "mma_flops_per_thread": {"HMMA": 128.0},
     }
     none = BuildStage(status=Status.passed, negated_note="its PTX holds no floating-point wgmma to negate")
@@ -58,3 +59,18 @@ def test_the_verdict_says_what_the_negated_build_showed() -> None:
     decoy = DynamicStage(status=Status.decoy, instructions_per_flop=0.6, negated_passed=True)
     assert "still right: it does not depend on them" in "\n".join(dynamic_lines(decoy))
     assert not any("negated" in line for line in dynamic_lines(DynamicStage(status=Status.passed)))
+
+
+def test_products_hidden_from_the_negation_are_a_decoy_and_a_tool_that_failed_is_said() -> None:
+    hidden = {"negated_note": "2 of its 8 HGMMA/QGMMA still run un-negated", "negated_hidden": True}
+    decided = without_twin(hidden, 0.4, "passed")
+    assert decided["status"] == Status.decoy
+    assert decided["message"] == (
+        "its answer's dependence on its wgmma cannot be checked (0.40 instructions per FLOP beside them): "
+        "2 of its 8 HGMMA/QGMMA still run un-negated"
+    )
+    tool = {"negated_note": "ptxas did not finish the negated PTX within 300 s", "negated_hidden": False}
+    assert without_twin(tool, 0.4, "passed") == {
+        "message": "passed; 0.40 instructions per FLOP, and its answer's dependence on its wgmma not checked: "
+        "ptxas did not finish the negated PTX within 300 s"
+    }

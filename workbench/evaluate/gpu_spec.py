@@ -82,6 +82,7 @@ def with_build(spec: dict, build: BuildStage, static: StaticStage, triton: bool 
     extra: dict = {
         "negated_library": build.negated_library_path,
         "negated_note": build.negated_note or ("a Triton candidate has none" if triton else ""),
+        "negated_hidden": build.negated_hidden,
     }
     if static.mma_flops_per_thread:
         extra["mma_flops_per_thread"] = static.mma_flops_per_thread

@@ -64,6 +64,10 @@ class BuildStage(StageBase):
         description="the library with every wgmma's A negated (build/negated.py): does the answer depend on them",
     )
     negated_note: str = Field(default="", description="why there is no negated library")
+    negated_hidden: bool = Field(
+        default=False,
+        description="there is none because of what the candidate did: products it wrote so they cannot be negated",
+    )
     toolchain: str | None = None
 
 

@@ -10,8 +10,10 @@ trial's, beside the candidate's own call on the same inputs. Where no output's e
 of the answer (`SHOWN_FROM`), it is a `decoy`: its answer never depended on the products. An output
 moved, or the call failing, shows the dependence.
 
-A kernel that tests its own wgmma on values it knows and changes its answer when they come back negated
-is not caught here. Standard library only, like the worker.
+A kernel whose products were written so that they could not all be negated (`negated_hidden`) is a
+`decoy` from `CHECK_FROM` on: its dependence on them cannot be shown. A kernel that tests its own wgmma on
+values it knows and changes its answer when they come back negated is not caught here. Standard library
+only, like the worker.
 """
 
 from __future__ import annotations
@@ -50,6 +52,23 @@ def instructions_per_flop(stage: StageRecord, required_opcodes: list[str]) -> fl
     return sum(n for op, n in executed.items() if op not in required_opcodes) / flops
 
 
+def without_twin(spec: dict[str, Any], ratio: float, message: str) -> StageRecord:
+    """The stage's status and message where the check is due and no negated library was made: a `decoy`
+    where the candidate's own writing kept its products from being negated (no proof, and no honest
+    kernel needs it), else a pass that says what was not checked and why."""
+    why = spec.get("negated_note") or "no negated library was built"
+    if spec.get("negated_hidden"):
+        return {
+            "status": Status.decoy,
+            "message": f"its answer's dependence on its wgmma cannot be checked ({ratio:.2f} instructions "
+            f"per FLOP beside them): {why}",
+        }
+    return {
+        "message": f"{message}; {ratio:.2f} instructions per FLOP, and its answer's dependence on its "
+        f"wgmma not checked: {why}"
+    }
+
+
 def check_negated(session: Session, stage: StageRecord) -> None:
     """Where the profiled call passed and took many instructions per FLOP, run the negated library and the
     candidate's own on the same inputs: a `decoy` where no output moved by `SHOWN_FROM` of its answer; the
@@ -63,10 +82,7 @@ def check_negated(session: Session, stage: StageRecord) -> None:
         return
     library = session.spec.get("negated_library")
     if not library:
-        why = session.spec.get("negated_note") or "no negated library was built"
-        stage["message"] += (
-            f"; {ratio:.2f} instructions per FLOP, and its answer's dependence on its wgmma not checked: {why}"
-        )
+        stage.update(without_twin(session.spec, ratio, stage["message"]))
         return
     started = time.perf_counter()
     seed = call_seed(session.secret, "negated")
