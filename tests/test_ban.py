@@ -68,6 +68,15 @@ def test_dlopen_kernel_is_banned_but_its_comment_is_not() -> None:
         ("int x;\ncudaProfilerStop();\n", [(2, "profiler_control")]),
         ('const char* lib = "libcudnn_ops.so";\n', [(1, "library_name")]),
         ('const char* n = R"x(libfoo.so.1)x";\n', [(1, "library_name")]),
+        # The assembler reading a file at build time, however the directive's string is put together.
+        (
+            'asm(".section .rodata\\n.incbin \\"/home/u/.ssh/id_ed25519\\"\\n.previous");\n',
+            [(1, "assembler_file")],
+        ),
+        ('int x;\nasm(".include \\"/home/u/.aws/credentials\\"");\n', [(2, "assembler_file")]),
+        ('asm(".inc"\n    "bin \\"/etc/hostname\\"");\n', [(1, "assembler_file")]),
+        ('asm(".inc\\x62in \\"/etc/hostname\\"");\n', [(1, "assembler_file")]),
+        ('#define STR(x) #x\nasm(STR(.incbin "/etc/hostname"));\n', [(2, "assembler_file")]),
     ],
 )
 def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
@@ -94,6 +103,9 @@ def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
         'printf("ok\\n"); // dlopen("libcublas.so")\n',
         "int big = 1'000'000; char c = 'x'; const char* s = \"a /* not a comment */ b\";\n",
         "float cuteness = 1.0f;  // cublas, cute::\n",
+        # `include` as a word or a member is no assembler directive.
+        'const char* s = "see the include list"; opts.include_dirs = 1; // .incbin\n',
+        'printf("1 file.\\n"); printf("include: %d\\n", n);\n',
         # Prose and the user's own names that only mention a library: honest messages and helpers.
         'printf("slower than cuBLAS\\n"); const char* note = "layout as in cuDNN";\n',
         'TVM_FFI_ICHECK(ok) << "cuBLAS-like tiling"; static const char* k = "gemm_cublas_compatible";\n',

@@ -292,6 +292,13 @@ _LIBRARY_HEADERS: tuple[tuple[str, re.Pattern[str], str], ...] = (
 _CUBLAS_API = r"\bcublas(?:Lt)?[A-Z]\w*|\bCUBLAS(?:LT)?_[A-Z0-9]\w*"
 _CUDNN_API = r"\bcudnn[A-Z]\w*|\bCUDNN_[A-Z0-9]\w*"
 
+# The assembler's own way to read a file while the library is built (`.incbin` its bytes, `.include` its
+# lines; the file's quoted name follows): past the include allow-list, into the library or the compiler's
+# messages, which the agent reads.
+_ASSEMBLER_FILE = re.compile(r'\.\s*inc(?:bin|lude)\s*"')
+_ASSEMBLER_FILE_WHY = "an assembler directive that reads a file while the library is built"
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]+|[0-7]{1,3}|.)", re.DOTALL)
+
 # (rule, pattern over code with comments and strings blanked, why)
 _CODE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("cublas", re.compile(_CUBLAS_API), "cuBLAS/cuBLASLt is not allowed"),
@@ -303,6 +310,7 @@ _CODE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     ("cutlass", re.compile(r"\bcute\s*::|\bnamespace\s+cute\b"), "CuTe is not allowed"),
     ("cub_thrust", re.compile(r"\bthrust\s*::"), "Thrust's algorithms are not allowed"),
+    ("assembler_file", re.compile(r"\.\s*incbin\b"), _ASSEMBLER_FILE_WHY),  # a macro's #x makes it a string
     (
         "cub_thrust",
         re.compile(r"\bcub\s*::\s*(?:Device|Dispatch)\w*"),
@@ -337,6 +345,7 @@ _INSTEAD: dict[str, str] = {
     "other block- and warp-level primitives may go in it)",
     "dynamic_loading": "call your own kernels and the CUDA runtime/driver directly",
     "library_name": "call your own kernels and the CUDA runtime/driver directly",
+    "assembler_file": "write the data into your source; the build reads no file but your kernel and its headers",
 }
 
 # (rule, pattern over the contents of a string literal, why)
@@ -349,6 +358,7 @@ _STRING_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "a vendor library's symbol or file name in a string",
     ),
     ("library_name", re.compile(r"\blib[\w+-]*\.so\b|\.so\.\d"), "a shared library name in a string"),
+    ("assembler_file", _ASSEMBLER_FILE, _ASSEMBLER_FILE_WHY),
 )
 
 # The blanks the preprocessor allows around a directive's `#` include form feed and vertical tab.
@@ -573,11 +583,35 @@ def scan(source: str) -> list[BanFinding]:
             if pattern.search(code):
                 findings.append(BanFinding(number, rule, shown(number), why))
                 break
-    for number, contents in lexed.strings:
-        if number in include_lines:
-            continue  # the header name of a quoted include was judged above
+    literals = [
+        (number, _unescaped(contents)) for number, contents in lexed.strings if number not in include_lines
+    ]
+    for number, contents in literals:  # a quoted include's header name was judged above
         for rule, pattern, why in _STRING_RULES:
             if pattern.search(contents):
                 findings.append(BanFinding(number, rule, shown(number), why))
                 break
+    # Literals side by side are one to the assembler: ".inc" "bin".
+    joined = "".join(contents for _, contents in literals)
+    if not any(f.rule == "assembler_file" for f in findings) and (found := _ASSEMBLER_FILE.search(joined)):
+        ends = 0
+        for number, contents in literals:
+            ends += len(contents)
+            if ends > found.start():
+                findings.append(BanFinding(number, "assembler_file", shown(number), _ASSEMBLER_FILE_WHY))
+                break
     return sorted(findings, key=lambda f: f.line)
+
+
+def _unescaped(contents: str) -> str:
+    """A literal's contents with its escapes read (`\\x62` is `b`), as the assembler will see them."""
+
+    def one(match: re.Match[str]) -> str:
+        code = match[1]
+        if code[0] == "x":
+            return chr(int(code[1:], 16) % 0x110000)
+        if code[0] in "01234567":
+            return chr(int(code, 8))
+        return {"n": "\n", "t": "\t"}.get(code, code)
+
+    return _ESCAPE.sub(one, contents)
