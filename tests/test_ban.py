@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workbench.evaluate.build.ban import scan
+from workbench.evaluate.build.ban import refusal_of, scan
+from workbench.evaluate.build.tvm_ffi_symbols import Refusal
 
 KERNELS = Path(__file__).parent / "data" / "kernels"
 
@@ -60,6 +61,11 @@ def test_dlopen_kernel_is_banned_but_its_comment_is_not() -> None:
         ("#include <bits/c++config.h>\n", [(1, "include_not_allowed")]),
         ("#include HEADER_MACRO\n", [(1, "include_not_allowed")]),
         ("  #  include_next <cuda.h>\n", [(1, "include_not_allowed")]),
+        # C23's #embed reads a file's bytes into the source, as .incbin does into the object.
+        (
+            'static const unsigned char key[] = {\n#embed "/home/u/.ssh/id_ed25519"\n};\n',
+            [(2, "include_not_allowed")],
+        ),
         ("\f#\vinclude <torch/extension.h>\n", [(1, "include_not_allowed")]),
         ("int x;\nusing namespace cute;\n", [(2, "cutlass")]),
         ("int x;\n\nauto t = cute::make_tensor(p);\n", [(3, "cutlass")]),
@@ -229,3 +235,9 @@ def test_a_disabled_reference_under_if_0_is_not_the_candidates_code(source: str)
 )
 def test_only_what_the_preprocessor_skips_is_left_out(source: str) -> None:
     assert "cublas" in {rule for _, rule in rules(source)}
+
+
+def test_a_file_read_at_build_time_is_unsupported_as_an_include_off_the_list_is() -> None:
+    """Reading a file is an honest construct the workbench does not run, whichever way it is asked for."""
+    for source in ('asm(".incbin \\"table.bin\\"");\n', '#embed "table.bin"\n', '#include "table.h"\n'):
+        assert refusal_of(scan(source)) == Refusal.unsupported, source

@@ -332,6 +332,7 @@ _UNSUPPORTED: dict[str, str] = {
     "include_not_allowed": "include only the CUDA toolkit's own headers (runtime, driver, cuda_bf16/fp16/fp8, "
     "cooperative_groups, libcu++), tvm/ffi/* and the C/C++ standard library; bring the rest into your file",
     "profiler_control": "remove the call: the evaluator starts and stops the profiler around the profiled call",
+    "assembler_file": "write the data into your source: the build reads no file but your kernel and its headers",
     # A Triton candidate's import of a module that is no door (triton_ban): honest, not run here.
     "import_unsupported": "import only torch, triton (its language, host API and tensor descriptors), math, "
     "typing, itertools, functools, dataclasses' @dataclass, warnings.warn and logging.getLogger; write host "
@@ -345,7 +346,6 @@ _INSTEAD: dict[str, str] = {
     "other block- and warp-level primitives may go in it)",
     "dynamic_loading": "call your own kernels and the CUDA runtime/driver directly",
     "library_name": "call your own kernels and the CUDA runtime/driver directly",
-    "assembler_file": "write the data into your source; the build reads no file but your kernel and its headers",
 }
 
 # (rule, pattern over the contents of a string literal, why)
@@ -362,7 +362,7 @@ _STRING_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 )
 
 # The blanks the preprocessor allows around a directive's `#` include form feed and vertical tab.
-_INCLUDE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(include_next|include|import)\b[ \t\f\v]*(.*)$")
+_INCLUDE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(include_next|include|import|embed)\b[ \t\f\v]*(.*)$")
 _CONDITIONAL = re.compile(
     r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(ifdef|ifndef|if|elifdef|elifndef|elif|else|endif)\b(.*)$"
 )
