@@ -62,7 +62,7 @@ def compose(name: str, parts: tuple[str, ...], defines: dict[str, str] | None = 
     if "wgmma" in parts:
         pieces.append(_as_function(KERNELS / "wgmma_gemm.cu", "run_wgmma"))
     if "for_show" in parts:  # the decoys' wgmma into a scratch buffer, and their tiled launch
-        pieces.append((KERNELS / "wgmma_for_show.cu").read_text())
+        pieces.append((HOSTILE / "parts" / "wgmma_for_show.cu").read_text())
     if "simt" in parts:
         pieces.append(_as_function(KERNELS / "simt_gemm.cu", "run_simt", "simt_path"))
     if "mma" in parts:  # the static tests' mma.sync GEMM, its export dropped, inside namespace mma_path
