@@ -87,6 +87,13 @@ def test_a_compact_wgmma_takes_its_flips_length_from_ciccs_lines() -> None:
     assert result.ptx.count("mov.u32 \t") == 1
 
 
+def test_a_line_end_before_the_operands_stays_where_it_is() -> None:
+    ptx = "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16\n{%f1,%f2,%f3,%f4},%rd1,%rd2,p,1,1,0,0;\n"
+    result = negate_products(ptx + "\tmov.u32 \t%r1, %r2;\n")
+    assert result.ptx.startswith("wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16\n{")
+    assert "p,-1,1,0,0;" in _same_lines_and_length(ptx + "\tmov.u32 \t%r1, %r2;\n", result.ptx)
+
+
 def _listing(*instructions: str) -> str:
     """A cuobjdump listing of `instructions`, with addresses and encodings."""
     lines = [f"        /*{8 * n:04x}*/  {text} ;  /* 0x{n:016x} */" for n, text in enumerate(instructions)]

@@ -131,7 +131,7 @@ def _negate_one(match: re.Match[str]) -> tuple[str, bool, int]:
     text = operands[:start] + flipped + operands[end:]
     text, owed = _shortened(text, len(text) - len(operands), (start, start + len(flipped)))
     space = match["space"]
-    if owed and space:  # `.bf16{` assembles as `.bf16 {` does
+    if owed and space[-1:] in (" ", "\t"):  # `.bf16{` assembles as `.bf16 {` does; a line end stays
         space, owed = space[:-1], owed - 1
     return f"wgmma.mma_async{match['modifiers']}{space}{text};", True, owed
 
