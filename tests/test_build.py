@@ -9,8 +9,9 @@ import pytest
 
 from tests.build_support import KERNELS, build_kernel, needs_nvcc, session_cache
 from workbench.evaluate.build.link_policy import import_allowed, library_kernels
-from workbench.evaluate.build.nvcc import build, compile_source, first_errors
+from workbench.evaluate.build.nvcc import build, build_toolchain, compile_source, first_errors
 from workbench.evaluate.build.ptxas_report import parse_ptxas
+from workbench.evaluate.gpu.sandbox import landlock_abi
 from workbench.evaluate.render import short_kernel
 from workbench.evaluate.result import Status
 from workbench.tasks import get_target
@@ -305,3 +306,31 @@ def test_a_cancelled_build_leaves_no_open_pipes_behind(cancel_after_s: float, tm
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
     assert not list(tmp_path.rglob("build.json"))  # nothing half-built is cached
+
+
+def _reading(path: Path) -> str:
+    """The ABI example with host assembly that puts `path`'s bytes into the library, its `.incbin` pasted
+    together by the preprocessor where no source scan follows it."""
+    head, export, tail = (KERNELS / "abi_example.cu").read_text().rpartition("TVM_FFI_DLL_EXPORT_TYPED_FUNC")
+    paste = (
+        "#define CAT(a, b) a##b\n#define STR(x) #x\n#define XSTR(x) STR(x)\n"
+        f'asm(".section .rodata\\n." XSTR(CAT(inc, bin)) " \\"{path}\\"\\n.previous");\n'
+    )
+    return head + paste + export + tail
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock: the build is not confined")
+def test_the_build_reads_nothing_beyond_the_toolchain_and_its_own_folder(tmp_path: Path) -> None:
+    """A file beside the build (a key, another candidate's source) cannot be read into the library or the
+    compiler's messages, however the source asks; one of the toolchain's can, so the request is real."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET-42\n")
+    hopper = get_target("hopper")
+    stage = asyncio.run(build(_reading(secret), hopper, 300, tmp_path / "cache"))
+    assert stage.status == Status.compile_error
+    assert any(f"file not found: {secret}" in error for error in stage.errors), stage.errors
+    assert "SECRET-42" not in stage.compiler_output + stage.message
+    header = build_toolchain().tvm_ffi_include / "tvm" / "ffi" / "function.h"
+    allowed = asyncio.run(build(_reading(header), hopper, 300, tmp_path / "cache"))
+    assert allowed.status == Status.passed and allowed.library_path
+    assert header.read_bytes()[:200] in Path(allowed.library_path).read_bytes()

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from workbench.evaluate.build import link_policy, tvm_ffi_symbols
 from workbench.evaluate.build.ban import refusal_of, scan
+from workbench.evaluate.build.confined import launcher
 from workbench.evaluate.build.link_policy import BinutilsMissing, LinkReport, check_library
 from workbench.evaluate.build.negated import NEGATED_DIR, Twin, build_negated
 from workbench.evaluate.build.ptxas_report import parse_ptxas, warning_summary
@@ -39,7 +40,7 @@ from workbench.evaluate.gpu.toolchain import find_tool
 from workbench.evaluate.result import BuildStage, CompilerWarning, KernelResources, Status
 from workbench.tasks.targets import Target
 
-CACHE_FORMAT = 4  # bump when the cache entry layout or the parsed report changes
+CACHE_FORMAT = 5  # bump when the cache entry layout, the parsed report or the build's reach changes
 SOURCE_NAME = "kernel.cu"
 LIBRARY_NAME = "kernel.so"
 PTX_NAME = "kernel.ptx"
@@ -67,6 +68,11 @@ class BuildToolchain:
     tvm_ffi_lib_dir: Path
     tvm_ffi_version: str
     link_driver: bool  # libcuda is linkable here (a GPU host, or a toolkit with its stubs)
+
+    @property
+    def reach(self) -> list[Path]:
+        """The folders a build reads beyond the system's (`confined.py`): the toolkit's root and TVM-FFI's."""
+        return [_real_nvcc(self.nvcc).resolve().parent.parent, self.tvm_ffi_include, self.tvm_ffi_lib_dir]
 
     @property
     def release(self) -> str | None:
@@ -213,7 +219,7 @@ class _Run:
     output: str
 
 
-async def _run(command: list[str], cwd: Path, timeout_s: float) -> _Run:
+async def _run(command: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> _Run:
     # Its own session, so a timeout kills nvcc's children (cicc, ptxas, gcc) along with it.
     process = await asyncio.create_subprocess_exec(
         *command,
@@ -221,6 +227,7 @@ async def _run(command: list[str], cwd: Path, timeout_s: float) -> _Run:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
+        env=env,
     )
     try:
         stdout, _ = await asyncio.wait_for(process.communicate(), timeout=timeout_s)
@@ -305,7 +312,7 @@ async def compile_source(
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=root))
     try:
-        run = await _compile_in(work, source, command, timeout_s)
+        run = await _compile_in(work, source, command, timeout_s, toolchain.reach)
         shown_command = [Path(command[0]).name, *command[1:]]
         if run.returncode is None:
             return BuildStage(
@@ -338,15 +345,20 @@ async def compile_source(
             shutil.rmtree(work, ignore_errors=True)
 
 
-async def _compile_in(work: Path, source: str, command: list[str], timeout_s: float) -> _Run:
-    """Run nvcc on `source` in `work`, dumping the SASS alongside once the cubin is complete."""
+async def _compile_in(
+    work: Path, source: str, command: list[str], timeout_s: float, toolchain: list[Path]
+) -> _Run:
+    """Run nvcc on `source` in `work`, confined to it and the `toolchain` folders (`confined.py`; its
+    temporary files in `work` too), dumping the SASS alongside once the cubin is complete."""
     (work / SOURCE_NAME).write_text(source)
     (work / "keep").mkdir()
+    (work / "tmp").mkdir()
     started_sass = asyncio.Event()
     early_sass = asyncio.create_task(_disassemble_when_ready(work, started_sass))
     run: _Run | None = None
     try:
-        run = await _run(command, work, timeout_s)
+        env = {**os.environ, "TMPDIR": str(work / "tmp")}
+        run = await _run([*launcher(work, toolchain), *command], work, timeout_s, env)
     finally:
         # Keep a disassembly under way after a good compile; drop it otherwise.
         if run is None or run.returncode != 0 or not started_sass.is_set():

@@ -238,6 +238,9 @@ LANDLOCK_RULE_PATH_BENEATH = 1
 # WRITE_FILE, REMOVE_DIR, REMOVE_FILE and MAKE_{CHAR,DIR,REG,SOCK,FIFO,BLOCK,SYM} (ABI 1), REFER (ABI 2:
 # renames and links across folders), TRUNCATE (ABI 3).
 LANDLOCK_WRITES = {1: 0b1_1111_1111_0010, 2: 0b11_1111_1111_0010, 3: 0b111_1111_1111_0010}
+LANDLOCK_READS = 0b1101  # EXECUTE, READ_FILE, READ_DIR
+# What a rule on a file (not a folder) may grant: EXECUTE, WRITE_FILE, READ_FILE, TRUNCATE.
+LANDLOCK_FILE_RIGHTS = 0b100_0000_0000_0111
 PR_SET_DUMPABLE = 8
 SYS_CAPSET = 126
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -255,10 +258,27 @@ def landlock_abi() -> int:
 def confine_writes(beneath: list[str]) -> None:
     """From now on this process (and what it starts) writes, creates, removes, renames, links and
     truncates files only beneath the folders in `beneath`; reading stays open. Irreversible."""
+    writes = LANDLOCK_WRITES[min(_landlock(), 3)]
+    _restrict(writes, [(folder, writes) for folder in beneath])
+
+
+def confine_reads(readable: list[str], writable: list[str]) -> None:
+    """From now on this process (and what it starts) reads and runs files only beneath `readable` and
+    `writable`, and writes only beneath `writable` (folders or single files). Irreversible."""
+    handled = LANDLOCK_READS | LANDLOCK_WRITES[min(_landlock(), 3)]
+    _restrict(handled, [(path, LANDLOCK_READS) for path in readable] + [(path, handled) for path in writable])
+
+
+def _landlock() -> int:
     abi = landlock_abi()
     if abi < 1:
         raise SandboxError("this kernel has no Landlock (Linux 5.13 or later, with Landlock enabled)")
-    handled = LANDLOCK_WRITES[min(abi, 3)]
+    return abi
+
+
+def _restrict(handled: int, rules: list[tuple[str, int]]) -> None:
+    """A Landlock ruleset over the `handled` rights, each path in `rules` granted its rights beneath it
+    (a file only those a file can have), enforced on this process."""
     libc = _libc()
     _no_new_privileges(libc)
     attr = struct.pack("<Q", handled)  # handled_access_fs only: networking and scopes are left alone
@@ -267,14 +287,16 @@ def confine_writes(beneath: list[str]) -> None:
     if ruleset < 0:
         raise SandboxError(f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     try:
-        for folder in beneath:
-            fd = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+        for path, rights in rules:
+            fd = os.open(path, os.O_PATH)
             try:
-                rule = struct.pack("<Qi", handled, fd)  # struct landlock_path_beneath_attr is packed
+                if not os.path.isdir(path):
+                    rights &= LANDLOCK_FILE_RIGHTS
+                rule = struct.pack("<Qi", rights & handled, fd)  # struct landlock_path_beneath_attr is packed
                 if libc.syscall(ctypes.c_long(LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
                                 ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH), ctypes.c_char_p(rule),
                                 ctypes.c_uint32(0)) != 0:  # fmt: skip
-                    raise SandboxError(f"landlock_add_rule({folder}): {os.strerror(ctypes.get_errno())}")
+                    raise SandboxError(f"landlock_add_rule({path}): {os.strerror(ctypes.get_errno())}")
             finally:
                 os.close(fd)
         if (
