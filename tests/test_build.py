@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
 
 from tests.build_support import KERNELS, build_kernel, needs_nvcc, session_cache
 from workbench.evaluate.build.link_policy import import_allowed, library_kernels
-from workbench.evaluate.build.nvcc import build, build_toolchain, compile_source, first_errors
+from workbench.evaluate.build.nvcc import BuildToolchain, build, build_toolchain, compile_source, first_errors
 from workbench.evaluate.build.ptxas_report import parse_ptxas
 from workbench.evaluate.gpu.sandbox import landlock_abi
 from workbench.evaluate.render import short_kernel
@@ -334,3 +335,21 @@ def test_the_build_reads_nothing_beyond_the_toolchain_and_its_own_folder(tmp_pat
     allowed = asyncio.run(build(_reading(header), hopper, 300, tmp_path / "cache"))
     assert allowed.status == Status.passed and allowed.library_path
     assert header.read_bytes()[:200] in Path(allowed.library_path).read_bytes()
+
+
+def test_a_host_compiler_outside_the_system_is_reachable_but_never_a_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compiler = tmp_path / "gcc-13" / "bin"
+    compiler.mkdir(parents=True)
+    for name in ("gcc", "g++"):
+        (compiler / name).write_text("#!/bin/sh\n")
+        (compiler / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{compiler}:{os.environ['PATH']}")
+    toolchain = BuildToolchain(
+        tmp_path / "cuda" / "bin" / "nvcc", "", tmp_path / "i", tmp_path / "l", "", False
+    )
+    monkeypatch.setenv("HOME", "/nonexistent-home")
+    assert toolchain.reach[-1] == tmp_path / "gcc-13"
+    monkeypatch.setenv("HOME", str(tmp_path / "gcc-13"))  # gcc in ~/bin: the home folder stays closed
+    assert tmp_path / "gcc-13" not in toolchain.reach

@@ -71,8 +71,14 @@ class BuildToolchain:
 
     @property
     def reach(self) -> list[Path]:
-        """The folders a build reads beyond the system's (`confined.py`): the toolkit's root and TVM-FFI's."""
-        return [_real_nvcc(self.nvcc).resolve().parent.parent, self.tvm_ffi_include, self.tvm_ffi_lib_dir]
+        """The folders a build reads beyond the system's (`confined.py`): the toolkit's root, TVM-FFI's, and
+        the host compiler's root where it is not the system's (one in /opt, say)."""
+        home = Path.home().resolve()
+        found = [Path(path).resolve().parent.parent for path in map(shutil.which, ("gcc", "g++")) if path]
+        # Never a root that holds the home folder (gcc in ~/bin): that would open all of it.
+        compilers = [root for root in found if root != home and root not in home.parents]
+        toolkit = _real_nvcc(self.nvcc).resolve().parent.parent
+        return [toolkit, self.tvm_ffi_include, self.tvm_ffi_lib_dir, *dict.fromkeys(compilers)]
 
     @property
     def release(self) -> str | None:
