@@ -57,14 +57,6 @@ class Twin(NamedTuple):
     hidden: bool = False
 
 
-class Negated(NamedTuple):
-    """The PTX with every floating-point wgmma's A negated: how many were, and how many had no scale."""
-
-    ptx: str
-    negated: int
-    left: int
-
-
 def _operand_spans(text: str) -> list[tuple[int, int]]:
     """Where each operand of `text` lies: split at the commas outside brackets and comments."""
     spans: list[tuple[int, int]] = []
@@ -109,20 +101,20 @@ def _shortened(text: str, by: int, keep: tuple[int, int]) -> tuple[str, int]:
     return "".join(chars), by
 
 
-def _negate_one(match: re.Match[str]) -> tuple[str, bool, int]:
-    """The instruction with its imm-scale-a flipped, whether it was (an integer one has none), and how
+def _negate_one(match: re.Match[str]) -> tuple[str, int]:
+    """The instruction with its imm-scale-a flipped (an integer one has none: left as it is), and how
     many characters longer it still is. The PTX's lines are kept in the cubin's debug sections, so the
     flip keeps the line's length where it can: a cubin of another size cannot take the original's place."""
     modifiers = match["modifiers"].split(".")[1:]
     if not _FLOAT_TYPES.intersection(modifiers[-2:]):
-        return match[0], False, 0
+        return match[0], 0
     operands = match["operands"]
     spans = _operand_spans(operands)
     # d, a, b, scale-d, imm-scale-a, ...; sparse: d, a, b, sp-meta, sp-sel, scale-d, imm-scale-a, ...
     index = 6 if "sp" in modifiers else 4
     scale = _COMMENT.sub(" ", operands[slice(*spans[index])]).strip() if len(spans) > index else ""
     if not scale:
-        return match[0], False, 0
+        return match[0], 0
     start, end = spans[index]
     lead = " " if operands[start : start + 1].isspace() else ""
     lines = "\n" * operands.count("\n", start, end)  # a comment's line ends stay: the PTX's lines are counted
@@ -133,24 +125,22 @@ def _negate_one(match: re.Match[str]) -> tuple[str, bool, int]:
     space = match["space"]
     if owed and space[-1:] in (" ", "\t"):  # `.bf16{` assembles as `.bf16 {` does; a line end stays
         space, owed = space[:-1], owed - 1
-    return f"wgmma.mma_async{match['modifiers']}{space}{text};", True, owed
+    return f"wgmma.mma_async{match['modifiers']}{space}{text};", owed
 
 
-def negate_products(ptx: str) -> Negated:
+def negate_products(ptx: str) -> str:
     """`ptx` with every floating-point wgmma's imm-scale-a flipped, as long as it was where it can be: what
     a flip still owes is taken from the space before a tab in cicc's own lines (`mov.u32 \t%r1`)."""
-    counts = [0, 0, 0]
+    owed = 0
 
     def replace(match: re.Match[str]) -> str:
-        text, done, owed = _negate_one(match)
-        counts[0 if done else 1] += 1
-        counts[2] += owed
+        nonlocal owed
+        text, more = _negate_one(match)
+        owed += more
         return text
 
     negated = _WGMMA.sub(replace, ptx)
-    if counts[2]:
-        negated = negated.replace(" \t", "\t", counts[2])
-    return Negated(negated, counts[0], counts[1])
+    return negated.replace(" \t", "\t", owed) if owed else negated
 
 
 def ptxas_line(dry_run: str, ptx: str, cubin: str) -> list[str] | None:
@@ -268,7 +258,7 @@ async def build_negated(
         return Twin("nvcc's dry run names no ptxas command for its PTX")
     (work / kept[0]).parent.mkdir(parents=True, exist_ok=True)
     # Compiled as nvcc compiled the original: the same command, names and sources (`_sources_beside`).
-    (work / kept[0]).write_text(_sources_beside(negated.ptx, entry, work))
+    (work / kept[0]).write_text(_sources_beside(negated, entry, work))
     code, output = await _output(command, work)
     if code is None:
         return Twin(f"ptxas did not finish the negated PTX within {PTXAS_TIMEOUT_S:g} s")
