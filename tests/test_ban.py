@@ -83,6 +83,17 @@ def test_dlopen_kernel_is_banned_but_its_comment_is_not() -> None:
         ('asm(".inc"\n    "bin \\"/etc/hostname\\"");\n', [(1, "assembler_file")]),
         ('asm(".inc\\x62in \\"/etc/hostname\\"");\n', [(1, "assembler_file")]),
         ('#define STR(x) #x\nasm(STR(.incbin "/etc/hostname"));\n', [(2, "assembler_file")]),
+        # __has_include opens what it names: a path asks whether a file beyond the build's reach exists.
+        ('#if __has_include("/home/u/.aws/credentials")\n#endif\n', [(1, "include_not_allowed")]),
+        (
+            "int x;\n#if __has_include_next (<../../../root/.ssh/id_rsa>)\n#endif\n",
+            [(2, "include_not_allowed")],
+        ),
+        (
+            '#define PROBE(p) __has_include(p)\n#if PROBE("/etc/shadow")\n#endif\n',
+            [(1, "include_not_allowed")],
+        ),
+        ('#define HAS __has_include\n#if HAS("/etc/shadow")\n#endif\n', [(1, "include_not_allowed")]),
     ],
 )
 def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
@@ -117,8 +128,14 @@ def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
         'TVM_FFI_ICHECK(ok) << "cuBLAS-like tiling"; static const char* k = "gemm_cublas_compatible";\n',
         "int cutlass_style_swizzle(int x);\nnamespace cutlass_like { int y; }\nauto cublas_like = 1;\n",
         # CUB's primitives that go inside the user's own kernels.
-        "#include <cub/cub.cuh>\n#include <cub/warp/warp_reduce.cuh>\n"
-        "using Sum = cub::BlockReduce<float, 128>; cub::WarpReduce<float>::TempStorage t; cub::Sum op;\n",
+        (
+            "#include <cub/cub.cuh>\n#include <cub/warp/warp_reduce.cuh>\n"
+            "using Sum = cub::BlockReduce<float, 128>; cub::WarpReduce<float>::TempStorage t; cub::Sum op;\n"
+        ),
+        # Feature tests by a header's name, and asking whether the operator exists.
+        "#if defined(__has_include) && __has_include(<cuda/barrier>)\n#include <cuda/barrier>\n#endif\n",
+        '#ifdef __has_include\n#if __has_include("cuda_fp8.h") || __has_include_next(<cutlass/cutlass.h>)\n#endif\n#endif\n',
+        '#if 0\n#if __has_include("/etc/shadow")\n#endif\n#endif\n',
     ],
 )
 def test_allowed(source: str) -> None:
@@ -239,5 +256,10 @@ def test_only_what_the_preprocessor_skips_is_left_out(source: str) -> None:
 
 def test_a_file_read_at_build_time_is_unsupported_as_an_include_off_the_list_is() -> None:
     """Reading a file is an honest construct the workbench does not run, whichever way it is asked for."""
-    for source in ('asm(".incbin \\"table.bin\\"");\n', '#embed "table.bin"\n', '#include "table.h"\n'):
+    for source in (
+        'asm(".incbin \\"table.bin\\"");\n',
+        '#embed "table.bin"\n',
+        '#include "table.h"\n',
+        '#if __has_include("/data/table.bin")\n#endif\n',
+    ):
         assert refusal_of(scan(source)) == Refusal.unsupported, source

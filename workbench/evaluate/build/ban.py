@@ -11,7 +11,9 @@ profiler call: honest constructs the workbench does not run), with what to write
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from workbench.evaluate.build.tvm_ffi_symbols import Refusal
 
@@ -361,6 +363,15 @@ _STRING_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("assembler_file", _ASSEMBLER_FILE, _ASSEMBLER_FILE_WHY),
 )
 
+# `__has_include` opens the file it names: a path (absolute, or climbing out with `..`) asks whether a file
+# beyond the build's reach exists, which the confined build answers (its "permission denied" is not "no such
+# file"). A header's name only asks the include folders, all within reach; a macro's operand may be a path.
+_HAS_INCLUDE = re.compile(r"\b__has_include(?:_next)?\b")
+_HAS_INCLUDE_OPERAND = re.compile(r'[ \t\f\v]*\([ \t\f\v]*(?:"([^"\n]*)"|<([^>\n]*)>)')
+_PROBED_FOR = re.compile(
+    r"(?:\bdefined[ \t\f\v]*\(?|^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(?:el)?ifn?def\b)[ \t\f\v]*$"
+)
+
 # The blanks the preprocessor allows around a directive's `#` include form feed and vertical tab.
 _INCLUDE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(include_next|include|import|embed)\b[ \t\f\v]*(.*)$")
 _CONDITIONAL = re.compile(
@@ -583,6 +594,7 @@ def scan(source: str) -> list[BanFinding]:
             if pattern.search(code):
                 findings.append(BanFinding(number, rule, shown(number), why))
                 break
+    findings += _has_include_findings(code_lines, original_lines, shown)
     literals = [
         (number, _unescaped(contents)) for number, contents in lexed.strings if number not in include_lines
     ]
@@ -601,6 +613,30 @@ def scan(source: str) -> list[BanFinding]:
                 findings.append(BanFinding(number, "assembler_file", shown(number), _ASSEMBLER_FILE_WHY))
                 break
     return sorted(findings, key=lambda f: f.line)
+
+
+def _has_include_findings(
+    code_lines: list[str], source_lines: list[str], shown: Callable[[int], str]
+) -> list[BanFinding]:
+    """Each `__has_include` whose operand is a path or no literal name (`_HAS_INCLUDE`); asking whether the
+    operator exists (`#ifdef __has_include`, `defined(__has_include)`) is fine."""
+    found: list[BanFinding] = []
+    for number, code in enumerate(code_lines, start=1):
+        for match in _HAS_INCLUDE.finditer(code):
+            # Literal contents are blanked in `code`, kept at the same columns in the source line.
+            operand = _HAS_INCLUDE_OPERAND.match(source_lines[number - 1], match.end())
+            if operand is None:
+                if _PROBED_FOR.search(code[: match.start()]):
+                    continue
+                why = "__has_include must name a header literally"
+            else:
+                header = (operand[1] if operand[1] is not None else operand[2]).strip()
+                if not header.startswith("/") and ".." not in PurePosixPath(header).parts:
+                    continue
+                why = f"__has_include may ask for a header by name, not for a path ({header})"
+            found.append(BanFinding(number, "include_not_allowed", shown(number), why))
+            break
+    return found
 
 
 def _unescaped(contents: str) -> str:
