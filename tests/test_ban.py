@@ -94,6 +94,10 @@ def test_dlopen_kernel_is_banned_but_its_comment_is_not() -> None:
             [(1, "include_not_allowed")],
         ),
         ('#define HAS __has_include\n#if HAS("/etc/shadow")\n#endif\n', [(1, "include_not_allowed")]),
+        # So does GCC's dependency pragma, to compare the file's date; as a directive, _Pragma or a macro's #x.
+        ('#pragma GCC dependency "/home/u/.aws/credentials"\n', [(1, "include_not_allowed")]),
+        ('int x;\n_Pragma("GCC dependency \\"/etc/shadow\\"")\n', [(2, "include_not_allowed")]),
+        ('#define P(x) _Pragma(#x)\nP(GCC dependency "/etc/shadow")\n', [(2, "include_not_allowed")]),
     ],
 )
 def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
@@ -136,6 +140,7 @@ def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
         "#if defined(__has_include) && __has_include(<cuda/barrier>)\n#include <cuda/barrier>\n#endif\n",
         '#ifdef __has_include\n#if __has_include("cuda_fp8.h") || __has_include_next(<cutlass/cutlass.h>)\n#endif\n#endif\n',
         '#if 0\n#if __has_include("/etc/shadow")\n#endif\n#endif\n',
+        '#pragma GCC diagnostic push\n#pragma unroll 4\nprintf("GCC dependency check: none\\n");\n',
     ],
 )
 def test_allowed(source: str) -> None:

@@ -299,6 +299,10 @@ _CUDNN_API = r"\bcudnn[A-Z]\w*|\bCUDNN_[A-Z0-9]\w*"
 # messages, which the agent reads.
 _ASSEMBLER_FILE = re.compile(r'\.\s*inc(?:bin|lude)\s*"')
 _ASSEMBLER_FILE_WHY = "an assembler directive that reads a file while the library is built"
+# `#pragma GCC dependency "FILE"` opens FILE to compare its date: like `__has_include` on a path, its error
+# tells a file beyond the confined build's reach ("permission denied") from none ("no such file").
+_GCC_DEPENDENCY = r"\bGCC\s+dependency\s*[\"<]"  # its operand a file name, as an include's
+_GCC_DEPENDENCY_WHY = "#pragma GCC dependency reads another file's date while the library is built"
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]+|[0-7]{1,3}|.)", re.DOTALL)
 
 # (rule, pattern over code with comments and strings blanked, why)
@@ -313,6 +317,7 @@ _CODE_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("cutlass", re.compile(r"\bcute\s*::|\bnamespace\s+cute\b"), "CuTe is not allowed"),
     ("cub_thrust", re.compile(r"\bthrust\s*::"), "Thrust's algorithms are not allowed"),
     ("assembler_file", re.compile(r"\.\s*incbin\b"), _ASSEMBLER_FILE_WHY),  # a macro's #x makes it a string
+    ("include_not_allowed", re.compile(_GCC_DEPENDENCY), _GCC_DEPENDENCY_WHY),
     (
         "cub_thrust",
         re.compile(r"\bcub\s*::\s*(?:Device|Dispatch)\w*"),
@@ -361,6 +366,7 @@ _STRING_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     ("library_name", re.compile(r"\blib[\w+-]*\.so\b|\.so\.\d"), "a shared library name in a string"),
     ("assembler_file", _ASSEMBLER_FILE, _ASSEMBLER_FILE_WHY),
+    ("include_not_allowed", re.compile(r"^\s*" + _GCC_DEPENDENCY), _GCC_DEPENDENCY_WHY),  # _Pragma's string
 )
 
 # `__has_include` opens the file it names: a path (absolute, or climbing out with `..`) asks whether a file
