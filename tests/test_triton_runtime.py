@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.evaluate.build.triton_build import build_triton
+from workbench.evaluate.build.negated import NEGATED_DIR, negate_products, products_not_negated, sass_listings
+from workbench.evaluate.build.triton_build import build_triton, with_negated_triton
 from workbench.evaluate.gpu.sandbox import landlock_abi
 from workbench.evaluate.gpu.triton_runtime import (
     Opened,
@@ -23,6 +24,7 @@ from workbench.evaluate.gpu.triton_runtime import (
     trace_kernels,
     write_groups,
 )
+from workbench.evaluate.result import BuildStage
 from workbench.tasks import get_target, resolve_task
 
 pytest.importorskip("triton")
@@ -158,3 +160,32 @@ def test_a_runtime_cache_that_cannot_be_made_is_one_line_of_why(entry: Path) -> 
     why = asyncio.run(_triton_runtime(build, 120.0))
     assert isinstance(why, str) and why.startswith("preparing Triton's runtime cache failed: ")
     assert "\n" not in why and not (entry / "runtime").exists()  # nothing half-made left in place
+
+
+def test_the_negated_twin_is_an_entry_of_its_own_with_every_product_negated(entry: Path) -> None:
+    """The dependence check's twin of a Triton build: its source and trace, each kernel's PTX flipped and
+    assembled by Triton's ptxas with the build's flags, every HGMMA of each cubin negated and nothing else
+    changed; made once into the build's cache entry."""
+    build = BuildStage(status="passed", message="", cubin_path=str(entry / "kernel.cubin"))
+    twin = asyncio.run(with_negated_triton(build, get_target("hopper"), entry.parent.parent))
+    assert twin.negated_note == "" and not twin.negated_hidden
+    assert twin.negated_library_path == str(entry / NEGATED_DIR)
+    made = Path(twin.negated_library_path)
+    assert (made / "kernel.py").read_bytes() == (entry / "kernel.py").read_bytes()
+    assert trace_kernels(made) == trace_kernels(
+        entry
+    )  # the runtime cache is made from it as from the original
+    for kernel in trace_kernels(entry):
+        ptx = kernel["ptx"]
+        assert (made / "kernels" / ptx).read_text() == negate_products((entry / "kernels" / ptx).read_text())
+        cubins = [folder / "kernels" / Path(ptx).with_suffix(".cubin").name for folder in (entry, made)]
+        listings = asyncio.run(sass_listings(*cubins))
+        assert isinstance(listings, list)
+        products, left, other = products_not_negated(*listings)
+        assert products > 0 and left == 0 and other == "", (products, left, other)
+    stamp = (made / "kernels" / "trace.json").stat().st_mtime_ns
+    again = asyncio.run(with_negated_triton(build, get_target("hopper"), entry.parent.parent))
+    assert (
+        again.negated_library_path == str(made)
+        and (made / "kernels" / "trace.json").stat().st_mtime_ns == stamp
+    )

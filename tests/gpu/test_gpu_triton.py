@@ -1,6 +1,7 @@
 """On a Hopper GPU: Triton candidates through every tier of the `local` executor, from the runtime cache
-the workbench makes (`triton_runtime`); and two hostile ones, torch work the build's trace never saw and
-a launch specialised otherwise on the GPU than in the trace.
+the workbench makes (`triton_runtime`); three hostile ones, torch work the build's trace never saw, a
+launch specialised otherwise on the GPU than in the trace, and a fixed-point decoy; and the negated twin
+of an honest one run outside the workbench.
 
 Run on the GPU host from the checkout: `python -m pytest -m gpu -v -s tests/gpu/test_gpu_triton.py`
 (`-s` prints each verdict's figures, for the record).
@@ -9,6 +10,8 @@ Run on the GPU host from the checkout: `python -m pytest -m gpu -v -s tests/gpu/
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,6 +54,41 @@ def respecialised() -> str:
         "    c_desc = TensorDescriptor(C, C.shape, C.stride(), [128, 128])\n"
         "    grid = (triton.cdiv(M, 128), triton.cdiv(N, 128))\n"
         "    gemm_tma[grid](a_desc, b_desc, c_desc, M, N, K, BLOCK_M=128, BLOCK_N=128, BLOCK_K=block_k, num_warps=8)\n"
+    )
+
+
+def fixed_point_decoy() -> str:
+    """A decoy: the answer from 64-bit integer multiply-adds in fixed point (A and B in steps of 2^-14),
+    which no counter credits to the task; beside it the honest TMA GEMM into a scratch tensor nobody
+    reads, so the tensor pipe shows all the task's FLOPs. Only the negated twin tells them apart."""
+    fixed = (
+        "@triton.jit\n"
+        "def fixed_gemm(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):\n"
+        "    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+        "    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+        "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int64)\n"
+        "    for k in range(0, K):\n"
+        "        a = tl.load(a_ptr + rm.to(tl.int64) * K + k, mask=rm < M, other=0.0).to(tl.float32)\n"
+        "        b = tl.load(b_ptr + rn.to(tl.int64) * K + k, mask=rn < N, other=0.0).to(tl.float32)\n"
+        "        ai = (a * 16384.0).to(tl.int32).to(tl.int64)\n"
+        "        bi = (b * 16384.0).to(tl.int32).to(tl.int64)\n"
+        "        acc += ai[:, None] * bi[None, :]\n"
+        "    c = acc.to(tl.float32) * (1.0 / (16384.0 * 16384.0))\n"
+        "    at = rm[:, None].to(tl.int64) * N + rn[None, :]\n"
+        "    tl.store(c_ptr + at, c.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))\n\n\n"
+    )
+    show = RUN.replace(
+        "TensorDescriptor(C, C.shape, C.stride(), [128, 128])",
+        "TensorDescriptor(S, S.shape, S.stride(), [128, 128])",
+    )
+    return (
+        "import torch\n"
+        + HEAD
+        + fixed
+        + "def run(A, B, C):\n"
+        + "    S = torch.empty_like(C)  # the tensor-core GEMM's answer, never read\n"
+        + show
+        + "    fixed_gemm[(triton.cdiv(M, 64), triton.cdiv(N, 64))](A, B, C, M, N, K, BLOCK_M=64, BLOCK_N=64)\n"
     )
 
 
@@ -119,3 +157,52 @@ def test_a_launch_specialised_otherwise_than_traced_runs_nothing_unjudged(execut
     assert result.stages.build.status == Status.passed and result.stages.static.status == Status.passed
     assert result.status == Status.runtime_error, result.message
     assert "only kernels the build compiled and judged may run" in result.message
+
+
+def test_a_fixed_point_decoy_beside_a_real_tensor_core_gemm_is_a_decoy(executor) -> None:
+    """Its wgmma do all the task's FLOPs and its answer never sees them: the negated twin, run on the same
+    inputs, answers the same."""
+    result = judged(executor, "decoy_fixed_point.py", fixed_point_decoy(), GEMM)
+    assert result.stages.build.negated_library_path, result.stages.build.negated_note
+    assert result.status == Status.decoy, result.message
+    assert "does not depend on its wgmma" in result.stages.dynamic.message
+
+
+# The candidate's `run` from a build entry's runtime cache, outside the workbench's processes, on inputs of
+# the traced shapes: how far C is from A·Bᵀ and from its negation.
+RUN_ENTRY = """
+import sys
+from pathlib import Path
+
+import torch
+
+from workbench.evaluate.gpu.triton_runtime import open_candidate
+
+module = open_candidate(Path(sys.argv[1])).module()
+g = torch.Generator(device="cuda").manual_seed(1)
+A = torch.randn(8192, 5120, device="cuda", dtype=torch.bfloat16, generator=g)
+B = torch.randn(7168, 5120, device="cuda", dtype=torch.bfloat16, generator=g)
+C = torch.empty(8192, 7168, device="cuda", dtype=torch.bfloat16)
+module.run(A, B, C)
+torch.cuda.synchronize()
+want = A.float() @ B.float().T
+print((C.float() - want).norm().item() / want.norm().item(), (C.float() + want).norm().item() / want.norm().item())
+"""
+
+
+def test_the_negated_twin_of_an_honest_gemm_answers_minus_its_product(executor) -> None:
+    """The twin the check runs, run here: the honest TMA GEMM's answers A·Bᵀ, its twin's -A·Bᵀ."""
+    result = judged(executor, "gemm_tma.py", HONEST, GEMM)
+    assert result.status == Status.passed, result.message
+    twin = result.stages.build.negated_library_path
+    assert twin, result.stages.build.negated_note
+    errors = {}
+    for name, entry in (("original", str(Path(twin).parent)), ("twin", twin)):
+        done = subprocess.run(
+            [sys.executable, "-c", RUN_ENTRY, entry], capture_output=True, text=True, timeout=300, check=False
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        errors[name] = [float(x) for x in done.stdout.split()[-2:]]
+    print(f"\nrelative error against A·Bᵀ and against -A·Bᵀ: {errors}")
+    assert errors["original"][0] < 0.01 and errors["original"][1] > 1.9
+    assert errors["twin"][1] < 0.01 and errors["twin"][0] > 1.9

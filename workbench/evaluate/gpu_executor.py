@@ -22,7 +22,7 @@ from workbench.evaluate.build.abi import abi_checked
 from workbench.evaluate.build.nvcc import build, with_negated
 from workbench.evaluate.build.sass import static_stage
 from workbench.evaluate.build.triton_build import SOURCE_NAME as TRITON_SOURCE
-from workbench.evaluate.build.triton_build import build_triton, run_tool
+from workbench.evaluate.build.triton_build import build_triton, run_tool, with_negated_triton
 from workbench.evaluate.gpu.kernel_names import module_kernels
 from workbench.evaluate.gpu.protocol import BEGIN_MARGIN_S, STAGE_MARGIN_S, GpuStage
 from workbench.evaluate.gpu.triton_runtime import RuntimeRefused, own_kernels
@@ -49,12 +49,8 @@ STAGE_MODELS: dict[GpuStage, type[StageBase]] = {
 }
 
 
-async def _triton_runtime(build: BuildStage, timeout_s: float) -> tuple[Path, list[str]] | str:
-    """The Triton runtime cache of a built candidate (`triton_runtime`) and its kernels' names, or why
-    there is none (an infrastructure error: the build passed)."""
-    if build.cubin_path is None:
-        return "the Triton build left no kernels"
-    entry = Path(build.cubin_path).parent
+async def _prepared(entry: Path, timeout_s: float) -> str | None:
+    """Fill the Triton runtime cache of the build `entry` (`triton_runtime`), or say why it was not."""
     command = [sys.executable, "-m", "workbench.evaluate.gpu.triton_runtime", str(entry)]
     finished = await run_tool(command, entry, timeout_s)
     if finished.returncode is None:
@@ -62,6 +58,18 @@ async def _triton_runtime(build: BuildStage, timeout_s: float) -> tuple[Path, li
     if finished.returncode != 0:
         lines = finished.output.strip().splitlines()
         return f"preparing Triton's runtime cache failed: {lines[-1] if lines else f'exit {finished.returncode}'}"
+    return None
+
+
+async def _triton_runtime(build: BuildStage, timeout_s: float) -> tuple[Path, list[str]] | str:
+    """The Triton runtime cache of a built candidate (`triton_runtime`) and its kernels' names, or why
+    there is none (an infrastructure error: the build passed)."""
+    if build.cubin_path is None:
+        return "the Triton build left no kernels"
+    entry = Path(build.cubin_path).parent
+    failed = await _prepared(entry, timeout_s)
+    if failed is not None:
+        return failed
     try:
         return entry, own_kernels(entry)
     except (OSError, ValueError, RuntimeRefused) as exc:
@@ -169,9 +177,25 @@ class GpuExecutor:
                 request.source, run.task, run.workload, run.target, request.compile_timeout_s, self.cache_dir
             )
 
+        async def negated_twin(build: BuildStage) -> BuildStage:
+            """The negated twin with its own runtime cache, for the dynamic tier's dependence check (where
+            there is one: its worker has ncu)."""
+            if not self.worker_profiles:
+                return build
+            twin = await with_negated_triton(build, run.target, self.cache_dir)
+            if twin.negated_library_path is None:
+                return twin
+            failed = await _prepared(Path(twin.negated_library_path), run.request.compile_timeout_s)
+            if failed is None:
+                return twin
+            return twin.model_copy(update={"negated_library_path": None, "negated_note": failed})
+
         async def static_and_runtime(so_far: EvalResult) -> StageBase:
-            stage = await static_stage(so_far.stages.build, run.target)
-            runtime = await _triton_runtime(so_far.stages.build, run.request.compile_timeout_s)
+            stage, runtime, so_far.stages.build = await asyncio.gather(
+                static_stage(so_far.stages.build, run.target),
+                _triton_runtime(so_far.stages.build, run.request.compile_timeout_s),
+                negated_twin(so_far.stages.build),
+            )
             if isinstance(runtime, str):
                 run.refused = runtime
             else:
@@ -213,7 +237,6 @@ class GpuExecutor:
             gpu_spec(run.task, run.workload, run.target, source_counters=request.source_counters),
             run.result.stages.build,
             run.result.stages.static,
-            triton=run.triton_entry is not None,
         )
         library = run.result.stages.build.library_path
         if run.triton_entry is not None:

@@ -75,13 +75,13 @@ def gpu_spec(
     return spec
 
 
-def with_build(spec: dict, build: BuildStage, static: StaticStage, triton: bool = False) -> dict:
+def with_build(spec: dict, build: BuildStage, static: StaticStage) -> dict:
     """`spec` with what the worker takes from the candidate's build and static tier: each matrix multiply's
-    fewest FLOPs per thread in its SASS, and its library with every wgmma's A negated (or why there is
-    none; a `triton` candidate has none)."""
+    fewest FLOPs per thread in its SASS, and its library (a Triton candidate's build entry) with every
+    wgmma's A negated, or why there is none."""
     extra: dict = {
         "negated_library": build.negated_library_path,
-        "negated_note": build.negated_note or ("a Triton candidate has none" if triton else ""),
+        "negated_note": build.negated_note,
         "negated_hidden": build.negated_hidden,
     }
     if static.mma_flops_per_thread:

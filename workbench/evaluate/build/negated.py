@@ -17,6 +17,10 @@ its A negated (`.negA` on a descriptor, `-` on a register). A product written so
 it still runs un-negated there, and the twin is refused as `hidden`: the check would otherwise pass a
 decoy that hides its wgmma from it.
 
+A Triton candidate's twin is made the same way from its build (`triton_build.with_negated_triton`): each
+traced kernel's PTX flipped and assembled again by Triton's ptxas with the build's own flags, its SASS
+compared; the runtime cache is made from the twin as from the original.
+
 Integer wgmma has no scale to flip and Blackwell's tcgen05.mma takes its negation from a runtime
 descriptor: neither is negated here.
 """
@@ -206,7 +210,7 @@ def products_not_negated(original: str, negated: str) -> tuple[int, int, str]:
     return products, left, f"the negated SASS differs in {other} other instructions" if other else ""
 
 
-async def _listings(*cubins: Path) -> list[str] | str:
+async def sass_listings(*cubins: Path) -> list[str] | str:
     """Each cubin's SASS listing (the one the build kept beside it, where it did), or why one could not be
     read."""
 
@@ -268,7 +272,7 @@ async def build_negated(
     changed = (work / kept[1]).read_bytes()
     if len(changed) != len(original):
         return Twin(f"the negated cubin is {len(changed)} bytes, the original {len(original)}")
-    listings = await _listings(entry / cubin_name, work / kept[1])
+    listings = await sass_listings(entry / cubin_name, work / kept[1])
     if isinstance(listings, str):
         return Twin(f"its SASS could not be compared: {listings}")
     products, left, other = products_not_negated(*listings)

@@ -40,6 +40,14 @@ from pathlib import Path
 from typing import Literal
 
 from workbench.evaluate.build.ban import BanFinding
+from workbench.evaluate.build.negated import (
+    NEGATED_DIR,
+    PTXAS_TIMEOUT_S,
+    Twin,
+    negate_products,
+    products_not_negated,
+    sass_listings,
+)
 from workbench.evaluate.build.nvcc import RECORD_NAME, cache_root, first_errors, load_cached
 from workbench.evaluate.build.ptxas_report import parse_ptxas, warning_summary
 from workbench.evaluate.build.rules_digest import rules_digest
@@ -55,6 +63,7 @@ SOURCE_NAME = "kernel.py"
 PTX_NAME = "kernel.ptx"
 CUBIN_NAME = "kernel.cubin"
 KERNELS_DIR = "kernels"
+TRACE_NAME = "trace.json"  # in KERNELS_DIR: what the trace compiled (`TraceReport`)
 MAX_ERRORS = 5
 MAX_OUTPUT_CHARS = 20_000
 # The device the trace's torch.cuda queries describe (an SM count for a persistent grid).
@@ -284,6 +293,15 @@ def _describe_kernel(label: str, kernel: dict) -> str:
     return f"{label} grid {grid} ({constants + '; ' if constants else ''}{shape})"
 
 
+def _ptxas_command(
+    toolchain: TritonToolchain, target: Target, kernel: dict, ptx: str, cubin: str
+) -> list[str]:
+    """The command Triton itself runs to assemble `kernel`'s PTX (`--fmad=false` where it turns fp fusion
+    off)."""
+    fusion = [] if kernel["fp_fusion"] else ["--fmad=false"]
+    return [str(toolchain.ptxas), "-lineinfo", *fusion, "-v", f"--gpu-name={target.sm}", ptx, "-o", cubin]
+
+
 async def _assemble(
     work: Path, report: dict, target: Target, toolchain: TritonToolchain, timeout_s: float
 ) -> BuildStage:
@@ -299,8 +317,7 @@ async def _assemble(
     for label, kernel in zip(labels, kernels, strict=True):
         ptx = folder / kernel["ptx"]
         cubin = ptx.with_suffix(".cubin")
-        command = [str(toolchain.ptxas), "-lineinfo", *([] if kernel["fp_fusion"] else ["--fmad=false"])]
-        command += ["-v", f"--gpu-name={target.sm}", ptx.name, "-o", cubin.name]
+        command = _ptxas_command(toolchain, target, kernel, ptx.name, cubin.name)
         commands.append([Path(command[0]).name, *command[1:]])
         finished = await run_tool(command, folder, timeout_s)
         outputs.append(finished.output)
@@ -403,6 +420,78 @@ async def build_triton(
             shutil.rmtree(work, ignore_errors=True)
 
 
+async def with_negated_triton(stage: BuildStage, target: Target, cache_dir: Path | None = None) -> BuildStage:
+    """A passed Triton build with its negated twin named (an entry of its own: the source, the trace, each
+    traced kernel's PTX with every wgmma's A negated and the cubin Triton's ptxas makes of it, `negated.py`),
+    made into its cache entry on first use (the GPU tiers' executors ask for it); or why there is none."""
+    if stage.status != Status.passed or stage.cubin_path is None:
+        return stage
+    entry = Path(stage.cubin_path).parent
+    made = entry / NEGATED_DIR
+    if (made / KERNELS_DIR / TRACE_NAME).is_file():
+        return stage.model_copy(update={"negated_library_path": str(made)})
+    toolchain = triton_toolchain(target)
+    if toolchain is None:
+        return stage.model_copy(update={"negated_note": "Triton is not installed here"})
+    root = cache_dir or cache_root()
+    work = Path(tempfile.mkdtemp(prefix="triton-", dir=root))
+    try:
+        twin = await _negated_in(entry, work / NEGATED_DIR, target, toolchain)
+        if not twin.note:
+            with contextlib.suppress(OSError):  # another evaluation's twin got there first: as good
+                (work / NEGATED_DIR).rename(made)
+    except (OSError, ValueError, KeyError) as exc:
+        twin = Twin(f"it could not be made: {exc}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if twin.note or not made.is_dir():
+        note = twin.note or "it could not be kept in the build cache"
+        return stage.model_copy(update={"negated_note": note, "negated_hidden": twin.hidden})
+    return stage.model_copy(update={"negated_library_path": str(made)})
+
+
+async def _negated_in(entry: Path, twin: Path, target: Target, toolchain: TritonToolchain) -> Twin:
+    """The negated twin of the Triton build in `entry`, written as an entry into `twin`; every kernel with
+    wgmma assembled as the build assembled it and its SASS checked against the original's."""
+    original, folder = entry / KERNELS_DIR, twin / KERNELS_DIR
+    folder.mkdir(parents=True)
+    shutil.copyfile(entry / SOURCE_NAME, twin / SOURCE_NAME)
+    shutil.copyfile(original / TRACE_NAME, folder / TRACE_NAME)
+    wgmma = negated = 0
+    for kernel in json.loads((original / TRACE_NAME).read_text())["kernels"]:
+        ptx = Path(kernel["ptx"]).name
+        cubin = Path(ptx).with_suffix(".cubin").name
+        text = (original / ptx).read_text()
+        if "wgmma" not in text:  # as the build assembled it: nothing to negate
+            shutil.copyfile(original / ptx, folder / ptx)
+            shutil.copyfile(original / cubin, folder / cubin)
+            continue
+        wgmma += 1
+        (folder / ptx).write_text(negate_products(text))
+        finished = await run_tool(
+            _ptxas_command(toolchain, target, kernel, ptx, cubin), folder, PTXAS_TIMEOUT_S
+        )
+        if finished.returncode != 0:
+            last = finished.output.strip().splitlines()[-1:] or ["timed out"]
+            return Twin(f"ptxas failed on {kernel['entry']}'s negated PTX: {last[0]}")
+        listings = await sass_listings(original / cubin, folder / cubin)
+        if isinstance(listings, str):
+            return Twin(f"its SASS could not be compared: {listings}")
+        products, left, other = products_not_negated(*listings)
+        if left:
+            return Twin(
+                f"{left} of {kernel['entry']}'s {products} HGMMA/QGMMA still run un-negated in the build with "
+                "every wgmma's A flipped: their wgmma are written in a form the workbench cannot negate",
+                hidden=True,
+            )
+        if other:
+            return Twin(f"{kernel['entry']}: {other}")
+        negated += products
+    if not wgmma:
+        return Twin("its PTX holds no wgmma")
+    return Twin("" if negated else "its SASS runs no HGMMA or QGMMA to negate")
+
+
 async def _build_in(
     work: Path, source: str, spec: dict, target: Target, toolchain: TritonToolchain, timeout_s: float
 ) -> BuildStage:
@@ -430,7 +519,7 @@ async def _build_in(
             status=Status.timeout, message=f"the Triton trace did not finish within {timeout_s:g} s"
         )
     try:
-        report = json.loads((folder / "trace.json").read_text())
+        report = json.loads((folder / TRACE_NAME).read_text())
     except (OSError, ValueError):
         last = output.strip().splitlines()[-1] if output.strip() else f"exit {finished.returncode}"
         return BuildStage(

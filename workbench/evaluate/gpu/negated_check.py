@@ -19,6 +19,7 @@ only, like the worker.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from workbench.evaluate.gpu.call_seeds import call_seed
@@ -26,6 +27,7 @@ from workbench.evaluate.gpu.checked_call import checked_call
 from workbench.evaluate.gpu.protocol import StageRecord, Status
 from workbench.evaluate.gpu.session import Session
 from workbench.evaluate.gpu.stage_failed import StageFailed
+from workbench.evaluate.gpu.triton_runtime import SOURCE_NAME
 
 # Predicate-true thread instructions outside the required family, per task FLOP, from which the check
 # runs. Measured on an H100 at 6ac1253 (benchmarks/results/2026-12-07_honest_gpu_cuda_6ac1253_h100.log):
@@ -117,6 +119,12 @@ def _shares(trial: dict[str, Any]) -> dict[str, float]:
 def _run_negated(session: Session, library: str, seed: int, own: dict[str, float]) -> str | None:
     """The negated library's call on `seed`'s inputs in a runner of its own: None where no output's error
     share grew by `SHOWN_FROM` over the candidate's own (`own`), else what showed the dependence."""
+    spec = session.spec
+    if spec.get(
+        "triton_entry"
+    ):  # a Triton candidate's twin is a build entry of its own, its runtime cache made
+        spec = {**spec, "triton_entry": library}
+        library = str(Path(library) / SOURCE_NAME)
     runner = session.worker.take_runner(session.device)
     try:
         ready = runner.receive(session.limits.start_s)
@@ -127,7 +135,7 @@ def _run_negated(session: Session, library: str, seed: int, own: dict[str, float
                 "cmd": "load",
                 "library": library,
                 "kernels": session.kernels,
-                "spec": session.spec,
+                "spec": spec,
                 "timing": False,
             },
             "loading the negated library",
