@@ -28,13 +28,17 @@ descriptor: neither is negated here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import shlex
 import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import NamedTuple
 
 from workbench.evaluate.build.sass import SASS_NAME, disassemble
+from workbench.evaluate.result import BuildStage
 
 NEGATED_DIR = "negated"  # the negated library lies in it, named as the original beside it
 _FILE = re.compile(r'^(?P<head>\s*\.file\s+\d+\s+")(?P<path>[^"]+)"', re.MULTILINE)
@@ -298,3 +302,28 @@ async def build_negated(
     target.write_bytes(library[:at] + changed + library[at + len(changed) :])
     target.chmod(0o755)
     return Twin("")
+
+
+async def in_cache_entry(
+    stage: BuildStage, entry: Path, made: Path, root: Path, make: Callable[[Path], Awaitable[Twin]]
+) -> BuildStage:
+    """`stage` naming its negated twin `made` (in `entry`'s `NEGATED_DIR`), made on first use: `make` writes
+    `NEGATED_DIR` into an empty folder under `root`, which then moves into the cache entry; or with why
+    there is none."""
+    if made.exists():
+        return stage.model_copy(update={"negated_library_path": str(made)})
+    # Named as a build's folder is (`nvcc.build`): its path as long as the one the original's sources had.
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=root))
+    try:
+        twin = await make(work)
+        if not twin.note:
+            with contextlib.suppress(OSError):  # another evaluation's twin got there first: as good
+                (work / NEGATED_DIR).rename(entry / NEGATED_DIR)
+    except (OSError, ValueError, KeyError) as exc:  # a cache entry unlike the one its build wrote
+        twin = Twin(f"it could not be made: {getattr(exc, 'strerror', None) or exc}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if twin.note or not made.exists():
+        note = twin.note or "it could not be kept in the build cache"
+        return stage.model_copy(update={"negated_note": note, "negated_hidden": twin.hidden})
+    return stage.model_copy(update={"negated_library_path": str(made)})

@@ -28,7 +28,7 @@ from workbench.evaluate.build import link_policy, tvm_ffi_symbols
 from workbench.evaluate.build.ban import refusal_of, scan
 from workbench.evaluate.build.confined import launcher
 from workbench.evaluate.build.link_policy import BinutilsMissing, LinkReport, check_library
-from workbench.evaluate.build.negated import NEGATED_DIR, Twin, build_negated
+from workbench.evaluate.build.negated import NEGATED_DIR, Twin, build_negated, in_cache_entry
 from workbench.evaluate.build.ptxas_report import parse_ptxas, warning_summary
 from workbench.evaluate.build.rules_digest import rules_digest
 from workbench.evaluate.build.sass import SASS_NAME, disassemble
@@ -484,34 +484,22 @@ async def with_negated(stage: BuildStage, target: Target, cache_dir: Path | None
     if stage.status != Status.passed or stage.library_path is None or stage.ptx_path is None:
         return stage
     entry = Path(stage.library_path).parent
-    made = entry / NEGATED_DIR / LIBRARY_NAME
-    if made.is_file():
-        return stage.model_copy(update={"negated_library_path": str(made)})
-    try:
-        toolchain = build_toolchain()
-    except ToolchainMissing as exc:
-        return stage.model_copy(update={"negated_note": str(exc)})
-    root = cache_dir or cache_root()
-    work = Path(tempfile.mkdtemp(prefix="build-", dir=root))
-    try:
-        twin = await build_negated(
+
+    async def make(work: Path) -> Twin:
+        try:
+            toolchain = build_toolchain()
+        except ToolchainMissing as exc:
+            return Twin(str(exc))
+        return await build_negated(
             entry,
             work,
             nvcc_command(target, toolchain),
             (LIBRARY_NAME, PTX_NAME, CUBIN_NAME),
             (f"keep/{PTX_NAME}", f"keep/{CUBIN_NAME}"),
         )
-        if not twin.note:
-            with contextlib.suppress(OSError):  # another evaluation's twin got there first: as good
-                (work / NEGATED_DIR).rename(entry / NEGATED_DIR)
-    except OSError as exc:
-        twin = Twin(f"it could not be made: {exc.strerror or exc}")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if twin.note or not made.is_file():
-        note = twin.note or "it could not be kept in the build cache"
-        return stage.model_copy(update={"negated_note": note, "negated_hidden": twin.hidden})
-    return stage.model_copy(update={"negated_library_path": str(made)})
+
+    made = entry / NEGATED_DIR / LIBRARY_NAME
+    return await in_cache_entry(stage, entry, made, cache_dir or cache_root(), make)
 
 
 async def build(

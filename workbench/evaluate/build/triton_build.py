@@ -44,6 +44,7 @@ from workbench.evaluate.build.negated import (
     NEGATED_DIR,
     PTXAS_TIMEOUT_S,
     Twin,
+    in_cache_entry,
     negate_products,
     products_not_negated,
     sass_listings,
@@ -427,27 +428,15 @@ async def with_negated_triton(stage: BuildStage, target: Target, cache_dir: Path
     if stage.status != Status.passed or stage.cubin_path is None:
         return stage
     entry = Path(stage.cubin_path).parent
-    made = entry / NEGATED_DIR
-    if (made / KERNELS_DIR / TRACE_NAME).is_file():
-        return stage.model_copy(update={"negated_library_path": str(made)})
-    toolchain = triton_toolchain(target)
-    if toolchain is None:
-        return stage.model_copy(update={"negated_note": "Triton is not installed here"})
-    root = cache_dir or cache_root()
-    work = Path(tempfile.mkdtemp(prefix="triton-", dir=root))
-    try:
-        twin = await _negated_in(entry, work / NEGATED_DIR, target, toolchain)
-        if not twin.note:
-            with contextlib.suppress(OSError):  # another evaluation's twin got there first: as good
-                (work / NEGATED_DIR).rename(made)
-    except (OSError, ValueError, KeyError) as exc:
-        twin = Twin(f"it could not be made: {exc}")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if twin.note or not made.is_dir():
-        note = twin.note or "it could not be kept in the build cache"
-        return stage.model_copy(update={"negated_note": note, "negated_hidden": twin.hidden})
-    return stage.model_copy(update={"negated_library_path": str(made)})
+
+    async def make(work: Path) -> Twin:
+        toolchain = triton_toolchain(target)
+        if toolchain is None:
+            return Twin("Triton is not installed here")
+        return await _negated_in(entry, work / NEGATED_DIR, target, toolchain)
+
+    # The folder appears whole or not at all (moved into place once made).
+    return await in_cache_entry(stage, entry, entry / NEGATED_DIR, cache_dir or cache_root(), make)
 
 
 async def _negated_in(entry: Path, twin: Path, target: Target, toolchain: TritonToolchain) -> Twin:
