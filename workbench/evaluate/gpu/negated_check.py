@@ -120,9 +120,8 @@ def _run_negated(session: Session, library: str, seed: int, own: dict[str, float
     """The negated library's call on `seed`'s inputs in a runner of its own: None where no output's error
     share grew by `SHOWN_FROM` over the candidate's own (`own`), else what showed the dependence."""
     spec = session.spec
-    if spec.get(
-        "triton_entry"
-    ):  # a Triton candidate's twin is a build entry of its own, its runtime cache made
+    if spec.get("triton_entry"):
+        # A Triton candidate's twin is a build entry of its own, its runtime cache made beside the original's.
         spec = {**spec, "triton_entry": library}
         library = str(Path(library) / SOURCE_NAME)
     runner = session.worker.take_runner(session.device)
