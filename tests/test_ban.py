@@ -89,11 +89,21 @@ def test_dlopen_kernel_is_banned_but_its_comment_is_not() -> None:
             "int x;\n#if __has_include_next (<../../../root/.ssh/id_rsa>)\n#endif\n",
             [(2, "include_not_allowed")],
         ),
+        # Through a macro of the source's own: judged where it is used, whatever the operand's form there.
         (
             '#define PROBE(p) __has_include(p)\n#if PROBE("/etc/shadow")\n#endif\n',
-            [(1, "include_not_allowed")],
+            [(2, "include_not_allowed")],
         ),
-        ('#define HAS __has_include\n#if HAS("/etc/shadow")\n#endif\n', [(1, "include_not_allowed")]),
+        ('#define HAS __has_include\n#if HAS("/etc/shadow")\n#endif\n', [(2, "include_not_allowed")]),
+        (
+            '#define HAS(x) __has_include(x)\n#define P "/a"\n#if HAS(P)\n#endif\n',
+            [(3, "include_not_allowed")],
+        ),
+        ("#define H(x) __has_include(<x>)\n#if H(/etc/shadow)\n#endif\n", [(1, "include_not_allowed")]),
+        (
+            '#define A(x) __has_include(x)\n#define B(y) A(y)\n#if B("/a")\n#endif\n',
+            [(2, "include_not_allowed")],
+        ),
         # So does GCC's dependency pragma, to compare the file's date; as a directive, _Pragma or a macro's #x.
         ('#pragma GCC dependency "/home/u/.aws/credentials"\n', [(1, "include_not_allowed")]),
         ('int x;\n_Pragma("GCC dependency \\"/etc/shadow\\"")\n', [(2, "include_not_allowed")]),
@@ -140,6 +150,12 @@ def test_rules(source: str, expected: list[tuple[int, str]]) -> None:
         "#if defined(__has_include) && __has_include(<cuda/barrier>)\n#include <cuda/barrier>\n#endif\n",
         '#ifdef __has_include\n#if __has_include("cuda_fp8.h") || __has_include_next(<cutlass/cutlass.h>)\n#endif\n#endif\n',
         '#if 0\n#if __has_include("/etc/shadow")\n#endif\n#endif\n',
+        # A portable source's own wrapper of the operator, asked for a header by name.
+        (
+            "#if defined(__has_include)\n#define HAS_INCLUDE(x) __has_include(x)\n#else\n#define HAS_INCLUDE(x) 0\n"
+            "#endif\n#if HAS_INCLUDE(<cuda/barrier>)\n#endif\nint HAS_INCLUDE = 1;\n"
+        ),
+        "#define HAS __has_include\n#ifdef HAS\n#if HAS(<cuda_fp8.h>)\n#endif\n#endif\n",
         '#pragma GCC diagnostic push\n#pragma unroll 4\nprintf("GCC dependency check: none\\n");\n',
     ],
 )

@@ -377,6 +377,11 @@ _HAS_INCLUDE_OPERAND = re.compile(r'[ \t\f\v]*\([ \t\f\v]*(?:"([^"\n]*)"|<([^>\n
 _PROBED_FOR = re.compile(
     r"(?:\bdefined[ \t\f\v]*\(?|^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(?:el)?ifn?def\b)[ \t\f\v]*$"
 )
+_DEFINE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*define[ \t\f\v]+(\w+)(?:\(([^)]*)\))?(.*)$")
+# A macro body that passes its parameter on to the operator, or names the operator alone.
+_PASSED_ON = re.compile(
+    r"\(?[ \t\f\v]*__has_include(?:_next)?[ \t\f\v]*(?:\([ \t\f\v]*(\w+)[ \t\f\v]*\))?[ \t\f\v]*\)?"
+)
 
 # The blanks the preprocessor allows around a directive's `#` include form feed and vertical tab.
 _INCLUDE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(include_next|include|import|embed)\b[ \t\f\v]*(.*)$")
@@ -625,24 +630,63 @@ def _has_include_findings(
     code_lines: list[str], source_lines: list[str], shown: Callable[[int], str]
 ) -> list[BanFinding]:
     """Each `__has_include` whose operand is a path or no literal name (`_HAS_INCLUDE`); asking whether the
-    operator exists (`#ifdef __has_include`, `defined(__has_include)`) is fine."""
+    operator exists (`#ifdef __has_include`, `defined(__has_include)`) is fine. A macro of the source's own
+    that only passes its parameter on (`#define HAS_INCLUDE(x) __has_include(x)`, or one naming the
+    operator alone) is judged where it is used, as the operator is."""
+    probes, defining = _has_include_wrappers(code_lines)
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, probes)) + r")\b")
     found: list[BanFinding] = []
     for number, code in enumerate(code_lines, start=1):
-        for match in _HAS_INCLUDE.finditer(code):
-            # Literal contents are blanked in `code`, kept at the same columns in the source line.
-            operand = _HAS_INCLUDE_OPERAND.match(source_lines[number - 1], match.end())
-            if operand is None:
-                if _PROBED_FOR.search(code[: match.start()]):
-                    continue
-                why = "__has_include must name a header literally"
-            else:
-                header = (operand[1] if operand[1] is not None else operand[2]).strip()
-                if not header.startswith("/") and ".." not in PurePosixPath(header).parts:
-                    continue
-                why = f"__has_include may ask for a header by name, not for a path ({header})"
-            found.append(BanFinding(number, "include_not_allowed", shown(number), why))
-            break
+        define = _DEFINE.match(code)
+        for match in pattern.finditer(code):
+            if number in defining or (define and match.start() == define.start(1)):
+                continue  # a wrapper's own definition (its uses are judged), or a name being defined
+            if probes[match[0]] and not code[match.end() :].lstrip(" \t\f\v").startswith("("):
+                continue  # a function-like macro's name not called is no use of it
+            why = _probe_refused(code, source_lines[number - 1], match, _parameters_at(code))
+            if why:
+                found.append(BanFinding(number, "include_not_allowed", shown(number), why))
+                break
     return found
+
+
+def _has_include_wrappers(code_lines: list[str]) -> tuple[dict[str, bool], dict[int, str]]:
+    """The operator's names (each with whether it is a function-like macro): its own and each macro that
+    only passes its parameter on to it or names it alone; and the line defining each such macro."""
+    probes: dict[str, bool] = {"__has_include": False, "__has_include_next": False}
+    defining: dict[int, str] = {}
+    for number, code in enumerate(code_lines, start=1):
+        define = _DEFINE.match(code)
+        if not define:
+            continue
+        name, parameters, body = define[1], (define[2] or "").split(","), define[3].strip()
+        passed = _PASSED_ON.fullmatch(body)
+        if passed and (passed[1] is None or passed[1] in {p.strip() for p in parameters}):
+            probes[name] = define[2] is not None
+            defining[number] = name
+    return probes, defining
+
+
+def _parameters_at(code: str) -> set[str]:
+    """A function-like macro's parameters where `code` defines one (an operand naming one is no literal)."""
+    define = _DEFINE.match(code)
+    return {p.strip() for p in (define[2] or "").split(",")} - {""} if define else set()
+
+
+def _probe_refused(code: str, source: str, match: re.Match[str], parameters: set[str]) -> str:
+    """Why the probe at `match` is refused ('' where it is not)."""
+    # Literal contents are blanked in `code`, kept at the same columns in the source line.
+    operand = _HAS_INCLUDE_OPERAND.match(source, match.end())
+    if operand is None:
+        if _PROBED_FOR.search(code[: match.start()]):
+            return ""
+        return "__has_include must name a header literally"
+    header = (operand[1] if operand[1] is not None else operand[2]).strip()
+    if operand[2] is not None and parameters & set(re.findall(r"\w+", header)):
+        return "__has_include must name a header literally"  # a <...> put together from a macro's parameter
+    if header.startswith("/") or ".." in PurePosixPath(header).parts:
+        return f"__has_include may ask for a header by name, not for a path ({header})"
+    return ""
 
 
 def _unescaped(contents: str) -> str:
