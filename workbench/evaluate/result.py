@@ -61,7 +61,8 @@ class BuildStage(StageBase):
     cubin_path: str | None = None
     negated_library_path: str | None = Field(
         default=None,
-        description="the library with every wgmma's A negated (build/negated.py): does the answer depend on them",
+        description="the library with every wgmma's A negated (a Triton candidate's: its build entry so made; "
+        "build/negated.py): does the answer depend on them",
     )
     negated_note: str = Field(default="", description="why there is no negated library")
     negated_hidden: bool = Field(

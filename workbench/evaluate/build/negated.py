@@ -291,8 +291,8 @@ async def build_negated(
     if other:
         return Twin(other)
     library = (entry / library_name).read_bytes()
-    if library.count(original) != 1:
-        copies = library.count(original)
+    copies = library.count(original)
+    if copies != 1:
         if copies > 1:  # only a kernel that copied its own cubin into itself holds it twice
             return Twin(f"the library holds its cubin {copies} times", hidden=True)
         return Twin("the library does not hold its cubin uncompressed")
