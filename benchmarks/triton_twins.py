@@ -9,10 +9,10 @@ one: the flip reached each HGMMA and changed nothing else, or the twin would not
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import datetime
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -47,7 +47,11 @@ async def twin_of(name: str, source: str, task_name: str, cache: Path) -> str:
 
 
 def main() -> None:
-    cache = Path(sys.argv[1])
+    parser = argparse.ArgumentParser(
+        description="The negated twin of each Triton kernel the tests judge on Hopper."
+    )
+    parser.add_argument("cache_dir", type=Path, help="the build cache to use (made if missing)")
+    cache = parser.parse_args().cache_dir
     cache.mkdir(parents=True, exist_ok=True)
     cases = [(p.name, p.read_text(), GEMM) for p in sorted((TESTS / "honest" / "triton").glob("*.py"))]
     cases += [

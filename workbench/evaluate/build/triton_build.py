@@ -446,39 +446,51 @@ async def _negated_in(entry: Path, twin: Path, target: Target, toolchain: Triton
     folder.mkdir(parents=True)
     shutil.copyfile(entry / SOURCE_NAME, twin / SOURCE_NAME)
     shutil.copyfile(original / TRACE_NAME, folder / TRACE_NAME)
-    wgmma = negated = 0
-    for kernel in json.loads((original / TRACE_NAME).read_text())["kernels"]:
-        ptx = Path(kernel["ptx"]).name
-        cubin = Path(ptx).with_suffix(".cubin").name
-        text = (original / ptx).read_text()
-        if "wgmma" not in text:  # as the build assembled it: nothing to negate
-            shutil.copyfile(original / ptx, folder / ptx)
-            shutil.copyfile(original / cubin, folder / cubin)
-            continue
-        wgmma += 1
-        (folder / ptx).write_text(negate_products(text))
-        finished = await run_tool(
-            _ptxas_command(toolchain, target, kernel, ptx, cubin), folder, PTXAS_TIMEOUT_S
-        )
-        if finished.returncode != 0:
-            last = finished.output.strip().splitlines()[-1:] or ["timed out"]
-            return Twin(f"ptxas failed on {kernel['entry']}'s negated PTX: {last[0]}")
-        listings = await sass_listings(original / cubin, folder / cubin)
-        if isinstance(listings, str):
-            return Twin(f"its SASS could not be compared: {listings}")
-        products, left, other = products_not_negated(*listings)
-        if left:
-            return Twin(
-                f"{left} of {kernel['entry']}'s {products} HGMMA/QGMMA still run un-negated in the build with "
-                "every wgmma's A flipped: their wgmma are written in a form the workbench cannot negate",
-                hidden=True,
-            )
-        if other:
-            return Twin(f"{kernel['entry']}: {other}")
-        negated += products
-    if not wgmma:
+    kernels = json.loads((original / TRACE_NAME).read_text())["kernels"]
+    # Each kernel is assembled and compared on its own: an autotuned kernel's configs take cores side by side.
+    found = await asyncio.gather(
+        *(_negated_kernel(kernel, original, folder, target, toolchain) for kernel in kernels)
+    )
+    for outcome in found:
+        if isinstance(outcome, Twin):
+            return outcome
+    counts = [outcome for outcome in found if isinstance(outcome, int)]
+    if not counts:
         return Twin("its PTX holds no wgmma")
+    negated = sum(counts)
     return Twin("" if negated else "its SASS runs no HGMMA or QGMMA to negate")
+
+
+async def _negated_kernel(
+    kernel: dict, original: Path, folder: Path, target: Target, toolchain: TritonToolchain
+) -> int | Twin | None:
+    """One traced kernel in the twin's `folder`: how many HGMMA/QGMMA its negated cubin runs negated, why
+    it could not be made, or None where its PTX holds no wgmma (copied as the build assembled it)."""
+    ptx = Path(kernel["ptx"]).name
+    cubin = Path(ptx).with_suffix(".cubin").name
+    text = (original / ptx).read_text()
+    if "wgmma" not in text:
+        shutil.copyfile(original / ptx, folder / ptx)
+        shutil.copyfile(original / cubin, folder / cubin)
+        return None
+    (folder / ptx).write_text(negate_products(text))
+    finished = await run_tool(_ptxas_command(toolchain, target, kernel, ptx, cubin), folder, PTXAS_TIMEOUT_S)
+    if finished.returncode != 0:
+        last = finished.output.strip().splitlines()[-1:] or ["timed out"]
+        return Twin(f"ptxas failed on {kernel['entry']}'s negated PTX: {last[0]}")
+    listings = await sass_listings(original / cubin, folder / cubin)
+    if isinstance(listings, str):
+        return Twin(f"its SASS could not be compared: {listings}")
+    products, left, other = products_not_negated(*listings)
+    if left:
+        return Twin(
+            f"{left} of {kernel['entry']}'s {products} HGMMA/QGMMA still run un-negated in the build with "
+            "every wgmma's A flipped: their wgmma are written in a form the workbench cannot negate",
+            hidden=True,
+        )
+    if other:
+        return Twin(f"{kernel['entry']}: {other}")
+    return products
 
 
 async def _build_in(
