@@ -283,7 +283,8 @@ class TimingStage(StageBase):
     )
     host_excess_ms: float | None = Field(
         default=None,
-        description="median clock time of a timed call beyond its kernels and the empty call beside it",
+        description="median clock time of a timed call beyond its kernels and the empty call beside it (a "
+        "Triton candidate's: beyond its kernels and the baseline's host path)",
     )
     host_charged_ms: float | None = Field(
         default=None, description="host time per call beyond the allowance, added to the candidate's times"

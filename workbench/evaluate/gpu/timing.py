@@ -50,6 +50,11 @@ HOST_SLACK_SHARE = 0.25
 # the share leaves it out.
 EMPTY_CALL_FLOOR_MS = 0.05
 EMPTY_CALL_SHARE = HOST_SLACK_SHARE
+# A Triton candidate's host code is Python the AST scan holds to reading metadata and launching: it
+# cannot reach the trace, so its time beyond the slack above is its own launch work (Triton's binder, an
+# autograd Function, per-call driver queries: 0.26-0.27 ms over cuBLAS's path at 0.8-1.0 ms spans on one
+# H200 host at 8853d5c, 0.13-0.15 ms on an H100 at 485d10a), counted in against the baseline's path
+# rather than failed.
 # The trace's clock and the worker's may drift apart by this much over one call.
 CLOCK_TOLERANCE = 1.02
 
@@ -134,12 +139,16 @@ def timing_stage(
                 Status.foreign_kernel,
                 f"timed calls launched kernels not defined in the candidate's module: {', '.join(foreign[:3])}",
             )
-        problem = _clock_problem(spans_of, walls, names)
+        host_only = bool(spec.get("triton_entry"))
+        problem = _clock_problem(spans_of, walls, names, host_only)
         if problem is not None:
             stage["host_overhead_ms"], stage["baseline_host_overhead_ms"] = problem[2], problem[3]
             if problem[0]:
                 raise _Failed(problem[0], problem[1])
-        _charge_host_time(stage, spans_of["candidate"], walls)
+        if host_only:
+            _charge_beyond_baseline(stage, spans_of["candidate"])
+        else:
+            _charge_host_time(stage, spans_of["candidate"], walls)
         _add_rates(stage, spec, device_name)
         if stage.get("faster_than_light"):
             raise _Failed(
@@ -209,6 +218,19 @@ def _charge_host_time(stage: dict, spans: Sequence[float], walls: dict[str, list
             candidate[key] += charged
 
 
+def _charge_beyond_baseline(stage: dict, spans: Sequence[float]) -> None:
+    """A Triton candidate's host time beyond the baseline's and the slack, added to its stats."""
+    if stage.get("baseline_host_overhead_ms") is None:
+        return
+    excess = stage["host_overhead_ms"] - stage["baseline_host_overhead_ms"]
+    charged = max(0.0, excess - max(HOST_SLACK_MS, HOST_SLACK_SHARE * statistics.median(spans)))
+    stage.update(host_excess_ms=excess, host_charged_ms=charged)
+    if charged:
+        candidate = stage["candidate"]
+        for key in ("median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms"):
+            candidate[key] += charged
+
+
 def light_bound(flops: float | None, min_bytes: float | None, tflops: float, tbps: float) -> str | None:
     """Which peak sets the speed of light: "compute" (the tensor rate) or "memory" (the bandwidth)."""
     if not flops and not min_bytes:
@@ -242,10 +264,11 @@ def _add_rates(stage: dict, spec: dict, device_name: str | None) -> None:
 
 
 def _clock_problem(
-    spans_of: dict[str, list[float]], walls: dict[str, list[float]], names: dict[str, str]
+    spans_of: dict[str, list[float]], walls: dict[str, list[float]], names: dict[str, str], host_only: bool
 ) -> tuple[str, str, float, float | None] | None:
     """(status or "", message, candidate's host overhead, baseline's) from the worker's clock, or None
-    when the clock times are missing (an older worker)."""
+    when the clock times are missing (an older worker). Host time past the slack fails unless the
+    candidate's host code cannot reach the trace (`host_only`): then it is counted in instead."""
     mine = walls.get("candidate") or []
     spans = spans_of["candidate"]
     if len(mine) != len(spans):
@@ -271,7 +294,7 @@ def _clock_problem(
             overhead,
             reference,
         )
-    if reference is not None:
+    if reference is not None and not host_only:
         median_span = statistics.median(spans)
         allowed = reference + max(HOST_SLACK_MS, HOST_SLACK_SHARE * median_span)
         if overhead > allowed:
@@ -306,9 +329,10 @@ def timing_message(stage: dict) -> str:
     for other in stage.get("baselines", [])[1:]:
         text += f"; {other['name']} {other['median_ms']:.4g} ms ({other['median_ms'] / candidate['median_ms']:.3f}x)"
     if stage.get("host_charged_ms"):
+        beside = "an empty call" if stage.get("empty_call_ms") is not None else "the baseline's host path"
         text += (
             f"; {stage['host_charged_ms']:.4g} ms of host time per call beyond the allowance counted in "
-            f"(the call took {stage['host_excess_ms']:.4g} ms more than its kernels and an empty call)"
+            f"(the call took {stage['host_excess_ms']:.4g} ms more than its kernels and {beside})"
         )
     text += "".join(
         f"; {rate}" for rate in rates_text(stage.get("tflops"), stage.get("tbps"), stage.get("light_bound"))
