@@ -58,20 +58,31 @@ def respecialised() -> str:
 
 
 def fixed_point_decoy() -> str:
-    """A decoy: the answer from 64-bit integer multiply-adds in fixed point (A and B in steps of 2^-14),
-    which no counter credits to the task; beside it the honest TMA GEMM into a scratch tensor nobody
-    reads, so the tensor pipe shows all the task's FLOPs. Only the negated twin tells them apart."""
+    """A decoy: the answer from 64-bit integer multiply-adds in fixed point (A and B in steps of 2^-14, made
+    from each bf16's bits by shifts, so not one float multiply counts toward the task); beside it the honest
+    TMA GEMM into a scratch tensor nobody reads, so the tensor pipe shows all the task's FLOPs. Only the
+    negated twin tells them apart."""
     fixed = (
+        "@triton.jit\n"
+        "def to_fixed(bits):\n"
+        "    # a bf16's bits as an integer in steps of 2^-14: (1.mantissa) * 2^(exponent - 127) * 2^14\n"
+        "    mantissa = (bits & 0x7F) | 0x80\n"
+        "    shift = ((bits >> 7) & 0xFF) - 120\n"
+        "    up = mantissa << tl.minimum(tl.maximum(shift, 0), 24)\n"
+        "    down = mantissa >> tl.minimum(tl.maximum(-shift, 0), 31)\n"
+        "    size = tl.where(shift >= 0, up, down)\n"
+        "    size = tl.where((bits & 0x7F80) == 0, 0, size)\n"
+        "    return tl.where((bits & 0x8000) != 0, -size, size).to(tl.int64)\n\n\n"
         "@triton.jit\n"
         "def fixed_gemm(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):\n"
         "    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
         "    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
         "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int64)\n"
         "    for k in range(0, K):\n"
-        "        a = tl.load(a_ptr + rm.to(tl.int64) * K + k, mask=rm < M, other=0.0).to(tl.float32)\n"
-        "        b = tl.load(b_ptr + rn.to(tl.int64) * K + k, mask=rn < N, other=0.0).to(tl.float32)\n"
-        "        ai = (a * 16384.0).to(tl.int32).to(tl.int64)\n"
-        "        bi = (b * 16384.0).to(tl.int32).to(tl.int64)\n"
+        "        a = tl.load(a_ptr + rm.to(tl.int64) * K + k, mask=rm < M, other=0.0)\n"
+        "        b = tl.load(b_ptr + rn.to(tl.int64) * K + k, mask=rn < N, other=0.0)\n"
+        "        ai = to_fixed(a.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF)\n"
+        "        bi = to_fixed(b.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF)\n"
         "        acc += ai[:, None] * bi[None, :]\n"
         "    c = acc.to(tl.float32) * (1.0 / (16384.0 * 16384.0))\n"
         "    at = rm[:, None].to(tl.int64) * N + rn[None, :]\n"
