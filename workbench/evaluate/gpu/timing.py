@@ -212,10 +212,7 @@ def _charge_host_time(stage: dict, spans: Sequence[float], walls: dict[str, list
     allowed = max(EMPTY_CALL_FLOOR_MS, EMPTY_CALL_SHARE * statistics.median(spans))
     charged = max(0.0, excess - allowed)
     stage.update(empty_call_ms=statistics.median(empty), host_excess_ms=excess, host_charged_ms=charged)
-    if charged:
-        candidate = stage["candidate"]
-        for key in ("median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms"):
-            candidate[key] += charged
+    _count_in(stage, charged)
 
 
 def _charge_beyond_baseline(stage: dict, spans: Sequence[float]) -> None:
@@ -225,10 +222,14 @@ def _charge_beyond_baseline(stage: dict, spans: Sequence[float]) -> None:
     excess = stage["host_overhead_ms"] - stage["baseline_host_overhead_ms"]
     charged = max(0.0, excess - max(HOST_SLACK_MS, HOST_SLACK_SHARE * statistics.median(spans)))
     stage.update(host_excess_ms=excess, host_charged_ms=charged)
-    if charged:
-        candidate = stage["candidate"]
-        for key in ("median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms"):
-            candidate[key] += charged
+    _count_in(stage, charged)
+
+
+def _count_in(stage: dict, charged: float) -> None:
+    """`charged` ms of host time per call added to each of the candidate's times."""
+    candidate = stage["candidate"]
+    for key in ("median_ms", "p25_ms", "p75_ms", "min_ms", "max_ms"):
+        candidate[key] += charged
 
 
 def light_bound(flops: float | None, min_bytes: float | None, tflops: float, tbps: float) -> str | None:
