@@ -498,3 +498,44 @@ def test_an_autograd_functions_methods_are_host_code() -> None:
         "        copy_kernel[(triton.cdiv(ctx.n, 1024),)](A, C, ctx.n, BLOCK=1024)\n", ""
     )
     assert rules(idle + "\n\ndef run(A, B, C):\n    _Copy.apply(A, C)\n") == ["no_launch"]
+
+
+def test_a_launch_metadata_function_of_the_file_is_host_code() -> None:
+    """Library kernels name FLOPs and bytes for profilers (`@triton.jit(launch_metadata=F)`, called only
+    when a launch hook is on): F must be a host function of the file, its body checked as host code."""
+    metadata = (
+        "\n\ndef meta(grid, kernel, args):\n"
+        "    found = {'name': kernel.name}\n"
+        "    found['bytes'] = args['n'] * 4\n"
+        "    return found\n"
+    )
+
+    def source(value: str, body: str = metadata) -> str:
+        # Defined before the kernel, as it must be: the decorator reads it when the kernel is defined.
+        return BASE.replace("@triton.jit\n", f"{body}\n\n@triton.jit(launch_metadata={value})\n", 1)
+
+    assert scan(source("meta")) == []
+    assert "launch_option" in rules(source("lambda grid, kernel, args: {}"))
+    assert "launch_option" in rules(source("copy_kernel"))
+    assert "tensor_method" in rules(source("meta", metadata.replace("args['n'] * 4", "args['C'].sum()")))
+
+
+@pytest.mark.parametrize(
+    ("body", "refused"),
+    [
+        ("options = {}\n    options['num_warps'] = 4\n    return options", False),
+        ("shapes = [0, 0]\n    shapes[1] = A.shape[0]\n    return shapes", False),
+        ("made = {k: 0 for k in 'ab'}\n    del made['a']\n    return made", False),
+        # not a container this function made: a parameter, a name bound otherwise, an item of an item
+        ("A[0] = 1", True),
+        ("options = {}\n    options = A\n    options[0] = B", True),
+        ("options = {'t': A}\n    options['t'][0] = B", True),
+        ("for options in [{}]:\n        options[0] = B", True),
+        ("C = {}\n    C[0] = B", True),
+    ],
+)
+def test_an_item_written_into_a_container_the_function_made_is_not_a_tensor_write(
+    body: str, refused: bool
+) -> None:
+    """Host code gathering launch options in a dict it made writes no tensor; every other item write may."""
+    assert ("host_write" in rules(BASE + HOST.format(body))) is refused

@@ -183,6 +183,8 @@ _DYNAMIC = frozenset(
      "importlib"}
 )  # fmt: skip
 _ATTRIBUTE_BY_NAME = frozenset({"getattr", "setattr", "delattr"})
+# The displays whose items host code may write: a container made here holds no tensor's storage.
+_CONTAINERS = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)
 # Classes: the wrapper Triton's tutorials put around a kernel (a torch.autograd.Function of static methods,
 # called through `.apply`; its backward never runs here, and is host code like the rest) and records of
 # constant fields (a @dataclass, a NamedTuple) holding tile shapes. Nothing else in a class body runs.
@@ -234,6 +236,18 @@ class _Module:
             base = self.resolve(node.value)
             return f"{base}.{node.attr}" if base else None
         return None
+
+
+def _scope_nodes(scope: ast.AST) -> list[ast.AST]:
+    """The nodes of `scope`'s own body: not those of the functions, lambdas and classes inside it."""
+    found: list[ast.AST] = []
+    waiting = list(ast.iter_child_nodes(scope))
+    while waiting:
+        node = waiting.pop()
+        found.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            waiting.extend(ast.iter_child_nodes(node))
+    return found
 
 
 class _Checker:
@@ -380,6 +394,12 @@ class _Checker:
             )
             return
         for keyword in call.keywords if call else []:
+            if (
+                name == "triton.jit"
+                and keyword.arg == "launch_metadata"
+                and self.host_function(keyword.value)
+            ):
+                continue  # a host function of the file, checked as host code: profilers' FLOPs and bytes
             if name == "triton.jit" and keyword.arg not in _JIT_OPTIONS:
                 self.add(keyword, "launch_option", f"@triton.jit({keyword.arg}=...) is not allowed")
             elif name == "triton.autotune" and keyword.arg in _AUTOTUNE_HOOKS:
@@ -481,6 +501,45 @@ class _Checker:
                 return first[0].arg if takes and methods and first else None
         return None
 
+    def own_container(self, node: ast.AST) -> bool:
+        """Whether `node` names a dict, list or set its function (or the module) made itself: every binding
+        of the name there is such a display or comprehension, so an item written into it is no tensor's
+        (launch options gathered in a dict, a profiler's metadata)."""
+        if not isinstance(node, ast.Name):
+            return False
+        scope: ast.AST = node
+        while not isinstance(scope, (ast.FunctionDef, ast.Lambda, ast.Module)):
+            scope = self.parents[scope]
+        if isinstance(scope, (ast.FunctionDef, ast.Lambda)):
+            arguments = scope.args
+            every = [
+                *arguments.posonlyargs,
+                *arguments.args,
+                *arguments.kwonlyargs,
+                arguments.vararg,
+                arguments.kwarg,
+            ]
+            if any(argument is not None and argument.arg == node.id for argument in every):
+                return False
+        made = False
+        for inner in _scope_nodes(scope):
+            if (
+                isinstance(inner, ast.Name)
+                and inner.id == node.id
+                and isinstance(inner.ctx, (ast.Store, ast.Del))
+            ):
+                owner = self.parents.get(inner)
+                if not (
+                    isinstance(owner, ast.Assign)
+                    and owner.targets == [inner]
+                    and isinstance(owner.value, _CONTAINERS)
+                ):
+                    return False
+                made = True
+            elif isinstance(inner, (ast.Global, ast.Nonlocal)) and node.id in inner.names:
+                return False
+        return made
+
     def on_context(self, node: ast.AST) -> bool:
         """Whether `node` is the autograd context (the first argument) of the method it lies in."""
         return isinstance(node, ast.Name) and self.context_of(node) == node.id
@@ -526,6 +585,8 @@ class _Checker:
                     if isinstance(part, ast.Attribute) and (
                         part.attr in _HOST_WRITABLE or self.on_context(part.value)
                     ):
+                        continue
+                    if isinstance(part, ast.Subscript) and self.own_container(part.value):
                         continue
                     if isinstance(part, (ast.Attribute, ast.Subscript)) and isinstance(
                         part.ctx, (ast.Store, ast.Del)
