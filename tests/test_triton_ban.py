@@ -29,6 +29,7 @@ def test_the_base_passes_and_host_glue_is_allowed() -> None:
         "    n = C.numel()\n",
         "    n = C.numel()\n"
         "    assert A.is_contiguous() and A.dtype == torch.bfloat16, 'contiguous bf16'\n"
+        "    assert A.is_floating_point() and not A.is_complex()\n"
         "    scratch = torch.empty((n,), device=A.device, dtype=torch.float32)\n"
         "    like = torch.empty_like(A)\n"
         "    flat = A.view(-1)\n"

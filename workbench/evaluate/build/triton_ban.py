@@ -134,7 +134,7 @@ _TORCH_TYPES = frozenset({"Tensor", "dtype", "device", "Size"})
 # caught by the trace.
 HOST_METHODS = frozenset(
     {"stride", "size", "numel", "nelement", "dim", "ndimension", "element_size", "is_contiguous", "data_ptr",
-     "get_device", "storage_offset",
+     "get_device", "storage_offset", "is_floating_point", "is_complex",
      "view", "view_as", "reshape", "transpose", "permute", "t", "unsqueeze", "squeeze", "expand", "expand_as",
      "as_strided", "unflatten", "flatten", "narrow", "select", "split", "chunk", "unbind", "contiguous",
      "detach", "new_empty", "new_empty_strided",
