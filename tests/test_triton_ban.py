@@ -10,6 +10,7 @@ import pytest
 from workbench.evaluate.build.triton_ban import scan
 
 KERNELS = Path(__file__).parent / "data" / "triton"
+HONEST_TRITON = Path(__file__).parent / "data" / "honest" / "triton"
 
 # An honest file: the data kernel, with the imports the bad cases below use.
 BASE = "import math\nimport typing\n\nimport torch\n" + (KERNELS / "copy_no_dot.py").read_text()
@@ -540,3 +541,35 @@ def test_an_item_written_into_a_container_the_function_made_is_not_a_tensor_writ
 ) -> None:
     """Host code gathering launch options in a dict it made writes no tensor; every other item write may."""
     assert ("host_write" in rules(BASE + HOST.format(body))) is refused
+
+
+WRAPPER = (
+    "\n\ndef ensure_contiguous(fn):\n"
+    "    @functools.wraps(fn)\n"
+    "    def wrapper(*args, **kwargs):\n"
+    "        args = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]\n"
+    "        return fn(*args, **kwargs)\n\n"
+    "    return wrapper\n"
+)
+
+
+def test_the_files_own_decorator_wraps_host_code_and_never_a_kernel() -> None:
+    """A library's wrapper (`ensure_contiguous`) is a host function of the file, its body checked as host
+    code; it may decorate a helper or an autograd Function's method, not a kernel nor `run`."""
+    with_wrapper = BASE.replace("import torch\n", "import functools\n\nimport torch\n", 1).replace(
+        "\n\n@triton.jit\n", WRAPPER + "\n\n@triton.jit\n", 1
+    )
+    on_run = with_wrapper + "\n\n@ensure_contiguous\ndef shapes(A, B):\n    return A.shape, B.shape\n"
+    assert scan(on_run) == []
+    # `run` itself stays a plain function (at most @torch.no_grad): the entry the evaluator calls.
+    assert "entry" in rules(with_wrapper.replace("def run(", "@ensure_contiguous\ndef run(", 1))
+    assert "decorator" in rules(with_wrapper.replace("@triton.jit\n", "@ensure_contiguous\n@triton.jit\n", 1))
+    assert "decorator" in rules(on_run.replace("@ensure_contiguous", "@functools.wraps(run)"))
+    assert "tensor_method" in rules(on_run.replace("a.contiguous()", "a.float()"))
+    autograd = (HONEST_TRITON / "gemm_autograd_function.py").read_text()
+    wrapped = autograd.replace("import torch\n", "import functools\n\nimport torch\n", 1).replace(
+        "\n\nclass _Gemm(", WRAPPER + "\n\nclass _Gemm(", 1
+    )
+    forward = '    @torch.amp.custom_fwd(device_type="cuda")\n'
+    assert scan(wrapped.replace(forward, forward + "    @ensure_contiguous\n", 1)) == []
+    assert "class" in rules(wrapped.replace(forward, forward + "    @functools.wraps(run)\n", 1))

@@ -14,10 +14,13 @@ Stricter here: only allowed imports, no `getattr`/`exec`/`eval`/dunders (but `__
 export list `__all__` of strings), host methods from an allow-list (no `.to`, `.copy_`, `.sum`, `.item`,
 ...; a logger's report methods are among them, `logging.getLogger` and `warnings.warn` the one call of
 each reporting module), `@torch.no_grad`/`inference_mode` only on host functions, no item or attribute
-writes in host code but a TMA descriptor's `block_shape`, only a few `torch.cuda` queries and `synchronize` (no jiterator,
+writes in host code but a TMA descriptor's `block_shape` and the items of a dict, list or set the
+function made itself, only a few `torch.cuda` queries and `synchronize` (no jiterator,
 graphs, streams or events), only the Triton host API that launching needs and the driver's queries, no autotune hooks (they run
 torch work: `reset_to_zero` zero-fills with torch) but a config's `pre_hook` naming a host function of
-the file (checked as host code), `@functools.cache` only on a helper that launches nothing, no launch
+the file (checked as host code), a `launch_metadata` function of the file for profilers (checked as host
+code), a host function of the file as a decorator of host code (a library's `ensure_contiguous`; never
+of a kernel), `@functools.cache` only on a helper that launches nothing, no launch
 option that changes the compiler (`ptx_options`, `ir_override`, `extern_libs`), no class but a
 `torch.autograd.Function` of static methods (the tutorials' wrapper, called through `.apply`; only its
 context is written) and a record of constant fields (`@dataclass`, `NamedTuple`), and `run` must launch
@@ -383,14 +386,17 @@ class _Checker:
         if name in _CACHING_DECORATORS:
             self.module.cached.append((function, decorator))
             return
-        if name in _GRAD_MODES and not any(self.is_jit(d) for d in function.decorator_list):
+        kernel = any(self.is_jit(d) for d in function.decorator_list)
+        if name in _GRAD_MODES and not kernel:
             return
+        if self.host_function(decorator) and not kernel:
+            return  # the file's own wrapper (a library's `ensure_contiguous`): its body is host code, checked
         if name not in ("triton.jit", "triton.autotune", "triton.heuristics"):
             self.add(
                 decorator,
                 "decorator",
-                "only @triton.jit, @triton.autotune, @triton.heuristics, @torch.no_grad and, on a helper, "
-                "@functools.cache",
+                "only @triton.jit, @triton.autotune, @triton.heuristics, @torch.no_grad, a host function of "
+                "the file on host code and, on a helper, @functools.cache",
             )
             return
         for keyword in call.keywords if call else []:
@@ -425,7 +431,8 @@ class _Checker:
                         statement,
                         "class",
                         f"{_CLASSES}: every method a @staticmethod, under it at most autocast's custom_fwd on "
-                        "forward, custom_bwd or once_differentiable on backward, and @torch.no_grad",
+                        "forward, custom_bwd or once_differentiable on backward, @torch.no_grad and a host "
+                        "function of the file",
                     )
         elif self.is_record(node):
             for statement in body:
@@ -453,7 +460,7 @@ class _Checker:
         """A grad mode, or autograd's helper allowed on this method (`_METHOD_DECORATORS`) with constant
         autocast options."""
         name = self.module.resolve(_decorated(decorator))
-        if name in _GRAD_MODES:
+        if name in _GRAD_MODES or self.host_function(decorator):
             return True
         if name is None or method.name not in _METHOD_DECORATORS.get(name, frozenset()):
             return False
