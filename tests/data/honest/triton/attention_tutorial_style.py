@@ -1,7 +1,7 @@
+"""Honest corpus (Triton): a fused attention forward in the shape outside Triton code usually takes (the
+tutorials' habits): backend queries at import, host tensor descriptors fitted to each config by a pre-hook,
+configs pruned by the sequence length, an autograd Function around the launch, a scratch allocator."""
 # task: mha_with_lse_d128
-"""Fused attention forward in the shape outside Triton code usually takes (the tutorials' habits): backend
-queries at import, host tensor descriptors fitted to each config by a pre-hook, configs pruned by the
-sequence length, an autograd Function around the launch, a scratch allocator for device descriptors."""
 
 import math
 

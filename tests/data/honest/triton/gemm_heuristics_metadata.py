@@ -1,4 +1,3 @@
-# task: gemm_n7168_k5120
 """Honest corpus (Triton): habits of library GEMMs beyond the tutorials' first pages. A launch-metadata
 function for profilers (named FLOPs and bytes, called only when a profiler hook is on), heuristics that
 derive constexprs from the arguments (EVEN_K, the split of the epilogue), `do_not_specialize` on the row

@@ -1,4 +1,3 @@
-# task: gemm_n7168_k5120
 """Honest corpus (Triton): the shape of kernel libraries built on autograd Functions: a decorator of the
 file's own that makes every tensor argument contiguous (`ensure_contiguous`, applied under @staticmethod),
 a settings helper picking the tile and warp count from the problem (`triton.next_power_of_2`), a device
