@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from build_support import session_cache
 
 from workbench.evaluate.build.negated import NEGATED_DIR, negate_products, products_not_negated, sass_listings
 from workbench.evaluate.build.triton_build import build_triton, with_negated_triton
@@ -38,7 +39,7 @@ def entry(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = (DATA / "gemm_tma.py").read_text()
     stage = asyncio.run(
         build_triton(
-            source, task, task.workload(None), get_target("hopper"), cache_dir=tmp_path_factory.mktemp("c")
+            source, task, task.workload(None), get_target("hopper"), cache_dir=session_cache(tmp_path_factory)
         )
     )
     assert stage.status == "passed", stage.message
