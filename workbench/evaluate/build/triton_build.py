@@ -451,9 +451,9 @@ async def _negated_in(entry: Path, twin: Path, target: Target, toolchain: Triton
     found = await asyncio.gather(
         *(_negated_kernel(kernel, original, folder, target, toolchain) for kernel in kernels)
     )
-    for outcome in found:
-        if isinstance(outcome, Twin):
-            return outcome
+    failed = [outcome for outcome in found if isinstance(outcome, Twin)]
+    if failed:  # products left un-negated anywhere outrank another kernel's failure: the candidate's doing
+        return next((twin for twin in failed if twin.hidden), failed[0])
     counts = [outcome for outcome in found if isinstance(outcome, int)]
     if not counts:
         return Twin("its PTX holds no wgmma")
