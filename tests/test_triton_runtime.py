@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -190,3 +191,20 @@ def test_the_negated_twin_is_an_entry_of_its_own_with_every_product_negated(entr
         again.negated_library_path == str(made)
         and (made / "kernels" / "trace.json").stat().st_mtime_ns == stamp
     )
+
+
+def test_products_left_un_negated_in_one_kernel_outrank_another_kernels_failure(
+    entry: Path, tmp_path: Path
+) -> None:
+    """Two traced kernels: the first's PTX no ptxas takes, the second's wgmma already flipped in the PTX its
+    cubin was not built from (so flipping it again leaves every product as the cubin runs it). The twin
+    names the hiding, whichever kernel comes first."""
+    copy = tmp_path / "cache" / "ab" / entry.name
+    shutil.copytree(entry, copy, ignore=shutil.ignore_patterns(NEGATED_DIR, "runtime"))
+    first, second = (kernel["ptx"] for kernel in trace_kernels(copy))
+    folder = copy / "kernels"
+    (folder / first).write_text((folder / first).read_text() + "\nnot an instruction;\n")
+    (folder / second).write_text(negate_products((folder / second).read_text()))
+    build = BuildStage(status="passed", message="", cubin_path=str(copy / "kernel.cubin"))
+    twin = asyncio.run(with_negated_triton(build, get_target("hopper"), tmp_path / "cache"))
+    assert twin.negated_hidden and "still run un-negated" in twin.negated_note, twin.negated_note
