@@ -73,7 +73,7 @@ def test_each_honest_hopper_kernel_passes_every_tier(judge: Judge, path: Path) -
         f" {stages.dynamic.status.value} (tensor share {stages.dynamic.tensor_share}, other paths"
         f" {stages.dynamic.other_work_share}, profiled/timed {stages.dynamic.profiled_over_timed}) · timing"
         f" {timing.status.value} (speedup {timing.speedup}, host overhead {timing.host_overhead_ms} ms against"
-        f" the baseline's {timing.baseline_host_overhead_ms}, {timing.host_excess_ms} ms beyond the empty call,"
+        f" the baseline's {timing.baseline_host_overhead_ms}, {timing.host_excess_ms} ms beyond the empty call (a Triton candidate: beyond the baseline's path),"
         f" {timing.host_charged_ms} ms counted in) · {result.message}"
         f"\n  dynamic (ncu {stages.dynamic.ncu_s} s after the go, its first range before the candidate:"
         f" {stages.dynamic.profiler_warmed}): {stages.dynamic.message[-600:]}"
