@@ -643,7 +643,7 @@ def _has_include_findings(
                 continue  # a wrapper's own definition (its uses are judged), or a name being defined
             if probes[match[0]] and not code[match.end() :].lstrip(" \t\f\v").startswith("("):
                 continue  # a function-like macro's name not called is no use of it
-            why = _probe_refused(code, source_lines[number - 1], match, _parameters_at(code))
+            why = _probe_refused(code, source_lines[number - 1], match, _parameters_of(define))
             if why:
                 found.append(BanFinding(number, "include_not_allowed", shown(number), why))
                 break
@@ -659,17 +659,16 @@ def _has_include_wrappers(code_lines: list[str]) -> tuple[dict[str, bool], dict[
         define = _DEFINE.match(code)
         if not define:
             continue
-        name, parameters, body = define[1], (define[2] or "").split(","), define[3].strip()
+        name, body = define[1], define[3].strip()
         passed = _PASSED_ON.fullmatch(body)
-        if passed and (passed[1] is None or passed[1] in {p.strip() for p in parameters}):
+        if passed and (passed[1] is None or passed[1] in _parameters_of(define)):
             probes[name] = define[2] is not None
             defining[number] = name
     return probes, defining
 
 
-def _parameters_at(code: str) -> set[str]:
-    """A function-like macro's parameters where `code` defines one (an operand naming one is no literal)."""
-    define = _DEFINE.match(code)
+def _parameters_of(define: re.Match[str] | None) -> set[str]:
+    """A function-like macro's parameters where a line defines one (an operand naming one is no literal)."""
     return {p.strip() for p in (define[2] or "").split(",")} - {""} if define else set()
 
 

@@ -241,6 +241,12 @@ class _Module:
         return None
 
 
+def _parameters(arguments: ast.arguments) -> list[ast.arg]:
+    """Every parameter a function or lambda names, `*args` and `**kwargs` included."""
+    rest = [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+    return [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, *rest]
+
+
 def _scope_nodes(scope: ast.AST) -> list[ast.AST]:
     """The nodes of `scope`'s own body: not those of the functions, lambdas and classes inside it."""
     found: list[ast.AST] = []
@@ -517,17 +523,10 @@ class _Checker:
         scope: ast.AST = node
         while not isinstance(scope, (ast.FunctionDef, ast.Lambda, ast.Module)):
             scope = self.parents[scope]
-        if isinstance(scope, (ast.FunctionDef, ast.Lambda)):
-            arguments = scope.args
-            every = [
-                *arguments.posonlyargs,
-                *arguments.args,
-                *arguments.kwonlyargs,
-                arguments.vararg,
-                arguments.kwarg,
-            ]
-            if any(argument is not None and argument.arg == node.id for argument in every):
-                return False
+        if isinstance(scope, (ast.FunctionDef, ast.Lambda)) and any(
+            argument.arg == node.id for argument in _parameters(scope.args)
+        ):
+            return False
         made = False
         for inner in _scope_nodes(scope):
             if (
@@ -650,10 +649,7 @@ class _Checker:
             self.add(node, "rebinding", "rebinding `tl` is not allowed")
 
     def function(self, node: ast.FunctionDef | ast.Lambda) -> None:
-        arguments = node.args
-        every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
-        every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
-        for argument in every:
+        for argument in _parameters(node.args):
             if _DUNDER.match(argument.arg):
                 self.add(argument, "dunder", f"`{argument.arg}` is not allowed")
             else:

@@ -220,9 +220,14 @@ def _charge_beyond_baseline(stage: dict, spans: Sequence[float]) -> None:
     if stage.get("baseline_host_overhead_ms") is None:
         return
     excess = stage["host_overhead_ms"] - stage["baseline_host_overhead_ms"]
-    charged = max(0.0, excess - max(HOST_SLACK_MS, HOST_SLACK_SHARE * statistics.median(spans)))
+    charged = max(0.0, excess - _host_slack(spans))
     stage.update(host_excess_ms=excess, host_charged_ms=charged)
     _count_in(stage, charged)
+
+
+def _host_slack(spans: Sequence[float]) -> float:
+    """The host time a call may take beyond the baseline's path unremarked: the floor or a share of the span."""
+    return max(HOST_SLACK_MS, HOST_SLACK_SHARE * statistics.median(spans))
 
 
 def _count_in(stage: dict, charged: float) -> None:
@@ -297,7 +302,7 @@ def _clock_problem(
         )
     if reference is not None and not host_only:
         median_span = statistics.median(spans)
-        allowed = reference + max(HOST_SLACK_MS, HOST_SLACK_SHARE * median_span)
+        allowed = reference + _host_slack(spans)
         if overhead > allowed:
             return (
                 Status.wall_clock_mismatch,
