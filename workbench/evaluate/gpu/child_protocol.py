@@ -111,6 +111,7 @@ class TimingStarted(TypedDict):
 class Armed(TypedDict):
     armed: bool
     changed: list[str]
+    parts_s: NotRequired[dict[str, float]]  # the runner's seconds by part of the prepare
 
 
 class TimingEnded(TypedDict):
@@ -118,6 +119,7 @@ class TimingEnded(TypedDict):
     changed: list[str]
     l2_flush_bytes: int
     settings_set_aside: list[str]  # context settings the candidate changed, put back for the baselines
+    parts_s: NotRequired[dict[str, float]]  # the runner's seconds by part of the collection
 
 
 class RunnerFailed(TypedDict):

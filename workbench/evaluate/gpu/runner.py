@@ -53,6 +53,7 @@ from workbench.evaluate.gpu.inputs import fill_inputs, fill_poison, make_outputs
 from workbench.evaluate.gpu.isolation import ChildChannel, error_line, wake_fd
 from workbench.evaluate.gpu.kernel_trace import KernelTrace, _Trace
 from workbench.evaluate.gpu.l2_reset import PersistingL2
+from workbench.evaluate.gpu.part_clock import PartClock
 from workbench.evaluate.gpu.protocol import ProtocolError
 
 if TYPE_CHECKING:
@@ -350,6 +351,7 @@ class Runner:
 
     def timed_prepare(self, request: dict) -> dict:
         entrant, seed = request["entrant"], int(request["seed"])
+        clock = PartClock()
         with self.trace.window("prep"):
             if entrant == "empty":
                 pass  # the candidate's last outputs stay for the judge
@@ -359,12 +361,17 @@ class Runner:
                 baseline = self.baselines[int(entrant)]
                 fill_inputs(self.spec, baseline.inputs, seed, fast=True)
                 baseline.prepare()
+        clock.mark("inputs")
         self._ready_for(entrant)
+        clock.mark("settings")
         with self.trace.window("flush"):
             self.flush.zero_()
         self.synchronize()
+        clock.mark("flush")
         # The previous call is checked here, off the clock the worker runs around `timing_call`.
-        return {"armed": True, "changed": self.changed()}
+        changed = self.changed()
+        clock.mark("fingerprint")
+        return {"armed": True, "changed": changed, "parts_s": clock.parts}
 
     def timed_call(self, request: dict) -> dict:
         entrant = request["entrant"]
@@ -398,13 +405,21 @@ class Runner:
         return {"ok": True, "baselines": names, "empty_call": self.empty is not None}
 
     def timed_end(self, request: dict) -> dict:
+        clock = PartClock()
         self.synchronize()
+        clock.mark("synchronize")
         self.trace.collect()
+        clock.mark("collect")
+        raw = self.trace.raw()
+        clock.mark("raw")
+        changed = self.changed(everything=True)
+        clock.mark("fingerprint")
         return {
-            "trace": self.trace.raw(),
-            "changed": self.changed(everything=True),
+            "trace": raw,
+            "changed": changed,
             "l2_flush_bytes": self.flush.numel(),
             "settings_set_aside": sorted(self.settings.changed),
+            "parts_s": clock.parts,
         }
 
     HANDLERS: ClassVar[dict] = {

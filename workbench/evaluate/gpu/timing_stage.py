@@ -58,6 +58,9 @@ class TimedRounds:
         self.counted_own_s: list[float] = []  # each counted call's prepare and call, in call order
         # Kept calls' seconds between the prepare's answer and the call, summed by entrant.
         self.gaps: dict[str, float] = {}
+        # Kept calls' prepares (asked to answered) by entrant, and the runner's own parts of them.
+        self.prepares: dict[str, float] = {}
+        self.prepare_parts: dict[str, float] = {}
 
     def call(self, entrant: str, keep: bool) -> int:
         """One call of `entrant`, prepared off the clock and timed around the runner's answer: its seed."""
@@ -71,10 +74,14 @@ class TimedRounds:
             session.ask_judge({"cmd": "counters_start"})
             self.counters_s += time.perf_counter() - opened
         preparing = time.perf_counter()
-        session.ask_runner(
+        armed = session.ask_runner(
             {"cmd": "timing_prepare", "entrant": entrant, "seed": seed}, "timing: preparing a call"
         )
         prepared = time.perf_counter()  # the runner has flushed L2 and synchronised: the GPU idles from here
+        if keep:
+            self.prepares[entrant] = self.prepares.get(entrant, 0.0) + prepared - preparing
+            for part, seconds in (armed.get("parts_s") or {}).items():
+                self.prepare_parts[part] = self.prepare_parts.get(part, 0.0) + float(seconds)
         if keep:
             _idle_until(prepared + IDLE_S)
         began = time.perf_counter()
@@ -229,6 +236,19 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
     parts.update({f"checks.{part}": round(seconds, 4) for part, seconds in rounds.check_parts.items()})
     parts.update({f"counters.{part}": round(seconds, 4) for part, seconds in rounds.counter_parts.items()})
     parts.update({f"gap.{entrant}": round(seconds, 6) for entrant, seconds in rounds.gaps.items()})  # us
+    # Where a round's time goes beyond its calls: each entrant's prepares, the runner's parts of them
+    # (all entrants), and the runner's parts of the trace's collection.
+    parts.update({f"prepare.{entrant}": round(seconds, 4) for entrant, seconds in rounds.prepares.items()})
+    parts.update(
+        {f"prepare_parts.{part}": round(seconds, 4) for part, seconds in rounds.prepare_parts.items()}
+    )
+    parts.update(
+        {
+            f"collect.{part}": round(float(seconds), 4)
+            for part, seconds in (ended.get("parts_s") or {}).items()
+        }
+    )
+    parts.update({f"call.{entrant}": round(sum(walls) / 1e3, 4) for entrant, walls in rounds.walls.items()})
     stage.update(
         warmup=rounds.rounds,
         l2_flush_bytes=ended.get("l2_flush_bytes"),
