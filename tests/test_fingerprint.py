@@ -8,7 +8,7 @@ import ctypes
 import sys
 import types
 
-from workbench.evaluate.gpu.fingerprint import changes, fingerprint
+from workbench.evaluate.gpu.fingerprint import changes, fingerprint, state
 
 SOURCE = """
 def judge(x):
@@ -69,3 +69,27 @@ def test_an_extra_object_swapped_is_seen() -> None:
     callback = print
     before = fingerprint([], {"completed": callback})
     assert changes(before, fingerprint([], {"completed": repr})) == ["extra.completed"]
+
+
+def test_the_unhashed_state_is_equal_until_any_change_and_then_differs() -> None:
+    probe = module()
+    names = [probe.__name__, "json.encoder"]
+    before = state(names)
+    probe.judge(1)
+    assert state(names) == before
+    probe.Trace.collect = lambda self: None
+    assert state(names) != before
+    probe = module()
+    names = [probe.__name__]
+    before = state(names)
+    code = probe.judge.__code__.co_code
+    address = id(code) + bytes.__basicsize__ - 1
+    original = ctypes.string_at(address, len(code))
+    ctypes.memmove(address, bytes([original[0] ^ 1]) + original[1:], len(code))
+    try:
+        assert state(names) != before
+    finally:
+        ctypes.memmove(address, original, len(code))
+    assert state(names) == before
+    probe.judge.__defaults__ = (2,)
+    assert state(names) != before

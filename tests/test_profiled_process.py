@@ -147,6 +147,24 @@ def test_a_warmed_runs_fill_leaves_the_profiled_call_and_the_candidates_launch_s
         assert names == ([gemm] if warm else [FILL, gemm])
 
 
+def test_the_go_is_given_once_and_keeps_how_far_the_child_had_come_when_it_was(tmp_path: Path) -> None:
+    ncu = stand_in(tmp_path, str(DATA / "wgmma_gemm_m256_raw_details.csv"))
+    run = ProfiledProcess(ncu, "hopper", ["python", "-m", "workbench.evaluate.gpu.candidate_entry"])
+    try:
+        run.warm()
+        assert await_warm([run], 20)
+        run.submit("/tmp/kernel.so", {"axes": {"M": 256}})
+        before = time.perf_counter()
+        went = run.go_once()
+        assert before <= went.at <= time.perf_counter() and went.warmed
+        assert run.wait(20) and run.returncode == 0
+        (run.workdir / "go").write_text("stale")  # a second go would write the file afresh
+        assert run.go_once({"config": 1}) is went
+        assert (run.workdir / "go").read_text() == "stale"
+    finally:
+        run.close()
+
+
 def test_with_source_counters_both_pages_are_printed_from_the_report_in_the_tools_own_folder(
     tmp_path: Path,
 ) -> None:

@@ -28,13 +28,14 @@ def run_dynamic(session: Session) -> StageRecord:
         return {**base, "status": Status.infrastructure_error, "message": session.worker.profiling_refused}
     profiler = session.profiler
     assert profiler is not None
-    base["profiler_prepared"] = profiler.prepared()  # False: ncu's wait below held the child's set-up
-    base["profiler_warmed"] = profiler.warmed()  # True: ncu's first range ran before the candidate came
-    base["profiler_first_range_s"] = profiler.first_range_s()
-    profiler.go(session.autotuned)
-    started = time.perf_counter()
+    went = profiler.go_once(session.autotuned)
+    base["profiler_prepared"] = went.prepared
+    base["profiler_warmed"] = went.warmed
+    base["profiler_first_range_s"] = went.first_range_s
+    base["profiler_go_ahead_s"] = round(time.perf_counter() - went.at, 3)  # given by the timing stage
+    started = went.at
     limit_s = session.limits.dynamic_s
-    if not profiler.wait(limit_s):
+    if not profiler.wait(max(0.0, limit_s - (time.perf_counter() - started))):
         return {
             **base,
             "status": Status.timeout,
@@ -68,6 +69,19 @@ def run_dynamic(session: Session) -> StageRecord:
     _check_against_timed(session, stage, launches)
     check_negated(session, stage)
     return {**base, **stage}
+
+
+def go_early(session: Session) -> None:
+    """The profiled call's go, given now where the dynamic tier will run it: by the timing stage once
+    its sampling has closed, so ncu's range runs beside the trace's collection and the statistics,
+    which hold nothing on the GPU, rather than after them."""
+    if (
+        "dynamic" in session.stages
+        and session.profiler is not None
+        and session.worker.profiling_refused is None
+        and _refusal(session) is None
+    ):
+        session.profiler.go_once(session.autotuned)
 
 
 def _refusal(session: Session) -> StageRecord | None:

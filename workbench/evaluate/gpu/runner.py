@@ -48,7 +48,7 @@ from workbench.evaluate.gpu.baselines import Baseline, input_buffers, make_basel
 from workbench.evaluate.gpu.child_protocol import decode_runner
 from workbench.evaluate.gpu.context_settings import ContextSettings
 from workbench.evaluate.gpu.exchange import Exporter
-from workbench.evaluate.gpu.fingerprint import changes, fingerprint
+from workbench.evaluate.gpu.fingerprint import Material, changes, fingerprint, state
 from workbench.evaluate.gpu.inputs import fill_inputs, fill_poison, make_outputs, scalar_inputs
 from workbench.evaluate.gpu.isolation import ChildChannel, error_line, wake_fd
 from workbench.evaluate.gpu.kernel_trace import KernelTrace, _Trace
@@ -151,6 +151,8 @@ class Runner:
         self.triton: Opened | None = None  # for a Triton candidate
         self.prints: dict[str, str] = {}
         self.library_prints: dict[str, str] = {}
+        self.state: list[tuple[str, Material]] = []
+        self.library_state: list[tuple[str, Material]] = []
         fd = wake_fd()
         if fd is not None:
             # Started before load() closes the sandbox's doors.
@@ -221,6 +223,12 @@ class Runner:
         return extra
 
     def changed(self, everything: bool = False) -> list[str]:
+        """The harness names whose print changed since the load (with `everything`, the libraries' too):
+        compared unhashed first, the prints made only to name a change."""
+        if state(HARNESS_MODULES, self._extra()) == self.state and (
+            not everything or state(self.library_modules) == self.library_state
+        ):
+            return []
         if not everything:
             return changes(self.prints, fingerprint(HARNESS_MODULES, self._extra()))
         return changes(
@@ -295,6 +303,8 @@ class Runner:
             autotuned = self.triton.autotuned()
         self.prints = fingerprint(HARNESS_MODULES, self._extra())
         self.library_prints = fingerprint(self.library_modules)
+        self.state = state(HARNESS_MODULES, self._extra())
+        self.library_state = state(self.library_modules)
         return {
             "ok": True,
             "exports": {name: tensors.exports for name, tensors in self.sets.items()},

@@ -15,6 +15,7 @@ from workbench.evaluate.gpu.agreement import SampledCalls
 from workbench.evaluate.gpu.call_counters import window_for
 from workbench.evaluate.gpu.call_seeds import call_seed
 from workbench.evaluate.gpu.child_protocol import CountersOpenCommand
+from workbench.evaluate.gpu.dynamic_stage import go_early
 from workbench.evaluate.gpu.part_clock import PartClock
 from workbench.evaluate.gpu.protocol import StageRecord, Status
 from workbench.evaluate.gpu.session import Session
@@ -209,25 +210,20 @@ def run_timing(session: Session, warmup: int, iterations: int) -> StageRecord:
                 session.ask_judge({"cmd": "counters_close"})
             raise
         clock.mark("timed_rounds")
-        # The sampling's close (CUPTI's disable, 43-79 ms by buffer size on an H100) runs in the judge
-        # beside the trace's collection and the statistics: nothing is timed after the rounds.
-        closing = session.ask_judge_beside({"cmd": "counters_close"})
-        try:
-            ended = session.ask_runner(
-                {"cmd": "timing_end"}, "timing: collecting the trace", session.call_s + 60
-            )
-        except StageFailed:
-            with contextlib.suppress(StageFailed):
-                closing()  # the judge's channel stays in step, the monitors Nsight Compute's again
-            raise
+        # Once the sampling has closed (CUPTI's disable, 43-79 ms by buffer size on an H100), the monitors
+        # are Nsight Compute's again: the dynamic tier's profiled call starts then, beside the trace's
+        # collection and the statistics (nothing is timed after the rounds, and neither uses the GPU).
+        closed = session.ask_judge({"cmd": "counters_close"})
+        clock.mark("counters_close")
+        go_early(session)
+        ended = session.ask_runner({"cmd": "timing_end"}, "timing: collecting the trace", session.call_s + 60)
         clock.mark("collect")
         trace = attribute(ended.get("trace") or {})
         stage = timing_stage(
             trace, rounds.walls, rounds.names, session.spec, session.own, session.device_name
         )
         clock.mark("statistics")
-        session.timed_counters = rounds.counted_calls(closing(), window_s)
-        clock.mark("counters_close")  # what was left of the close
+        session.timed_counters = rounds.counted_calls(closed, window_s)
     except StageFailed as failed:
         return {**failed.stage, "method": session.trace_method}
     parts = clock.rounded()

@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.evaluate.gpu.demangle import demangle
@@ -170,6 +171,16 @@ def await_warm(profilers: Iterable[ProfiledProcess | None], limit_s: float) -> b
     return True
 
 
+@dataclass(frozen=True)
+class Went:
+    """The go given to an ncu run: when (perf_counter seconds), and how far its child had come then."""
+
+    at: float
+    prepared: bool  # False: ncu's wait held the child's set-up
+    warmed: bool  # True: ncu's first range ran before the candidate came
+    first_range_s: float | None
+
+
 class ProfiledProcess(ToolProcess):
     """Nsight Compute around the call, for the dynamic tier.
 
@@ -199,6 +210,7 @@ class ProfiledProcess(ToolProcess):
         self._pages: tuple[str, str] | None = None
         self.warm_asked = False
         self.warm_asked_at = 0.0  # wall time (the files' clock) of the ask
+        self.went: Went | None = None
         super().__init__(
             lambda app, log: ncu_command(
                 ncu,
@@ -223,6 +235,14 @@ class ProfiledProcess(ToolProcess):
 
     def warmed(self) -> bool:
         return (self.workdir / "warmed").exists()
+
+    def go_once(self, autotuned: dict | None = None) -> Went:
+        """The go, given once: the timing stage gives it as its rounds end, where the dynamic tier then
+        finds it given."""
+        if self.went is None:
+            self.went = Went(time.perf_counter(), self.prepared(), self.warmed(), self.first_range_s())
+            self.go(autotuned)
+        return self.went
 
     def first_range_s(self) -> float | None:
         """Seconds ncu's first range took before the candidate came, from its ask or the child's context,
