@@ -53,6 +53,9 @@ PAYLOADS = {
 }
 
 
+ENTRANTS = ("candidate", "empty", "0")  # the timed calls of a round: the empty call and cuBLAS beside
+
+
 def c_string(code: str) -> str:
     return '"' + code.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
@@ -109,10 +112,21 @@ def test_an_honest_kernel_passes_both_tiers_with_every_timed_call_read(worker, l
         "counters",
         "collect",
         "statistics",
-    } | judged | {"gap.candidate", "gap.empty", "gap.0"}
+    } | judged | {f"{part}.{entrant}" for part in ("gap", "prepare", "call") for entrant in ENTRANTS} | {
+        f"prepare_parts.{part}" for part in ("inputs", "settings", "flush", "fingerprint")
+    } | {f"collect.{part}" for part in ("synchronize", "collect", "raw", "fingerprint")}
+    # A round's time is its entrants' prepares, waits and calls, the checks and the counters; the runner's
+    # own parts lie within the prepares and the collection.
+    rounds = sum(parts[f"{part}.{entrant}"] for part in ("gap", "prepare", "call") for entrant in ENTRANTS)
+    assert rounds + parts["checks"] + parts["counters"] <= parts["timed_rounds"]
+    runner_parts = sum(seconds for part, seconds in parts.items() if part.startswith("prepare_parts."))
+    assert 0 < runner_parts <= sum(parts[f"prepare.{entrant}"] for entrant in ENTRANTS)
+    assert (
+        0 < sum(seconds for part, seconds in parts.items() if part.startswith("collect.")) <= parts["collect"]
+    )
     # Each entrant's waits between its flush and its call, and the checks, are apart within the timed rounds;
     # every kept call of every entrant waited out at least the same idle after its flush.
-    gaps = [parts[f"gap.{entrant}"] for entrant in ("candidate", "empty", "0")]
+    gaps = [parts[f"gap.{entrant}"] for entrant in ENTRANTS]
     assert min(gaps) >= timing["iterations"] * IDLE_S - 1e-6
     assert sum(gaps) + parts["checks"] < parts["timed_rounds"]
     assert parts["counters"] == 0.0  # no PM sampling on the CPU: no counter requests around the calls
