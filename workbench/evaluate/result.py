@@ -180,6 +180,11 @@ class DynamicStage(StageBase):
         description="seconds that first range took, from its ask (or the process's context, if later) to "
         "its end: what a timing stage beside it may wait for (`parts_s['profiler_warm']`)",
     )
+    profiler_go_ahead_s: float | None = Field(
+        default=None,
+        description="seconds the go preceded this stage: the timing stage gives it once its sampling has "
+        "closed, so the profiled call runs beside the trace's collection and the statistics",
+    )
     ncu_s: float | None = Field(
         default=None, description="seconds from the go signal to ncu's exit: the profiled call under ncu"
     )
