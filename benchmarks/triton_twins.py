@@ -1,5 +1,6 @@
 """The negated twin of the Triton kernels the workbench's tests judge on Hopper, made on this machine (no
-GPU): the honest Triton corpus (all headline GEMM) and the GPU tests' TMA GEMM and attention forward. For
+GPU): the honest Triton corpus (each kernel on the task its `# task:` line names, else the headline GEMM)
+and the GPU tests' TMA GEMM and attention forward. For
 each: whether the twin was made, in how many seconds (after a cached build), why not where it
 was not, and per traced kernel its SASS products and how many of them still run un-negated (0 for every
 one: the flip reached each HGMMA and changed nothing else, or the twin would not be made).
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -23,6 +25,13 @@ from workbench.tasks import get_target, resolve_task
 
 TESTS = Path(__file__).resolve().parent.parent / "tests" / "data"
 GEMM = "gemm_n7168_k5120"
+TASK_LINE = re.compile(r"^# task: (\S+)$", re.MULTILINE)
+
+
+def task_named(source: str) -> str:
+    """The task a corpus kernel's header names among its first lines (as the tests read it), else GEMM."""
+    found = TASK_LINE.search("\n".join(source.splitlines()[:8]))
+    return found.group(1) if found else GEMM
 
 
 async def twin_of(name: str, source: str, task_name: str, cache: Path) -> str:
@@ -53,7 +62,8 @@ def main() -> None:
     parser.add_argument("cache_dir", type=Path, help="the build cache to use (made if missing)")
     cache = parser.parse_args().cache_dir
     cache.mkdir(parents=True, exist_ok=True)
-    cases = [(p.name, p.read_text(), GEMM) for p in sorted((TESTS / "honest" / "triton").glob("*.py"))]
+    honest = sorted((TESTS / "honest" / "triton").glob("*.py"))
+    cases = [(p.name, p.read_text(), task_named(p.read_text())) for p in honest]
     cases += [
         ("gemm_tma.py", (TESTS / "triton" / "gemm_tma.py").read_text(), GEMM),
         ("attention_fwd.py", (TESTS / "triton" / "attention_fwd.py").read_text(), "mha_with_lse_d128"),
