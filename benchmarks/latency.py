@@ -74,6 +74,7 @@ def measured(stages: dict[str, Any], phases: dict[str, float] | None, wall_s: fl
         "profiler_first_range_s": (stages.get("dynamic") or {}).get("profiler_first_range_s"),
         # ncu's own time from the go signal to its exit: the rest of the dynamic tier is the worker's.
         "ncu_after_go_s": (stages.get("dynamic") or {}).get("ncu_s"),
+        "profiler_go_ahead_s": (stages.get("dynamic") or {}).get("profiler_go_ahead_s"),
         "phases_s": phases or {},
     }
 
@@ -203,16 +204,26 @@ async def sweep(count: int, cache: Path, slots: int | None) -> dict[str, Any]:
     }
 
 
+def median_parts(rows: list[dict[str, Any]], kinds: tuple[str, ...]) -> dict[str, float]:
+    """The median over the rows of each timing-stage part whose name starts with one of `kinds`."""
+    parts = [row.get("timing_parts_s") or {} for row in rows]
+    names = sorted({name for seen in parts for name in seen if name.startswith(kinds)})
+    return {name: round(statistics.median(seen[name] for seen in parts if name in seen), 4) for name in names}
+
+
 def checks_by_part(rows: list[dict[str, Any]]) -> dict[str, float]:
     """The median over the rows of the timing stage's integrity work inside its timed rounds: the checks
     of every timed call's outputs and each of their parts (the judge's), the counters' opening, their
     requests around each counted call (by the judge's parts too) and their close after the rounds, each
     entrant's summed waits between its flush and its call (`gap.*`), and the stage's wait for an ncu warm
     range still in flight."""
-    parts = [row.get("timing_parts_s") or {} for row in rows]
-    kinds = ("checks", "counters", "gap.", "profiler_warm")
-    names = sorted({name for seen in parts for name in seen if name.startswith(kinds)})
-    return {name: round(statistics.median(seen[name] for seen in parts if name in seen), 4) for name in names}
+    return median_parts(rows, ("checks", "counters", "gap.", "profiler_warm"))
+
+
+def rounds_by_part(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The median over the rows of the rest of the timing stage: its timed rounds whole, each entrant's
+    prepares and calls, the runner's own parts of a prepare and of the trace's collection."""
+    return median_parts(rows, ("timed_rounds", "prepare", "call.", "collect", "statistics"))
 
 
 def summary(label: str, rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -227,6 +238,9 @@ def summary(label: str, rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
         "speedups": [row["speedup"] for row in rows],
         "queue_s": [row["phases_s"].get("queue") for row in rows],
         "timing_checks_s": checks_by_part(rows),
+        "timing_rounds_s": rounds_by_part(rows),
+        # How far ahead of the dynamic stage the timing stage gave ncu's go, by row.
+        "profiler_go_ahead_s": [row.get("profiler_go_ahead_s") for row in rows],
     }
     print(json.dumps(line), flush=True)
     return line
