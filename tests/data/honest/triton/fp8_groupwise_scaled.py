@@ -49,5 +49,5 @@ def run(A, SF_A, B, SF_B, D):
     M, K = A.shape
     N = B.shape[0]
     assert K % SCALE_BLOCK == 0 and N % SCALE_BLOCK == 0, "K and N must be multiples of the scale block"
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), N // SCALE_BLOCK)  # noqa: E731
+    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), N // SCALE_BLOCK)
     fp8_groupwise_kernel[grid](A, SF_A, B, SF_B, D, M, N, K)
