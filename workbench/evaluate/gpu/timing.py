@@ -50,11 +50,6 @@ HOST_SLACK_SHARE = 0.25
 # the share leaves it out.
 EMPTY_CALL_FLOOR_MS = 0.05
 EMPTY_CALL_SHARE = HOST_SLACK_SHARE
-# A Triton candidate's host code is Python the AST scan holds to reading metadata and launching: it
-# cannot reach the trace, so its time beyond the slack above is its own launch work (Triton's binder, an
-# autograd Function, per-call driver queries: 0.26-0.27 ms over cuBLAS's path at 0.8-1.0 ms spans on one
-# H200 host at 8853d5c, 0.13-0.15 ms on an H100 at 485d10a), counted in against the baseline's path
-# rather than failed.
 # The trace's clock and the worker's may drift apart by this much over one call.
 CLOCK_TOLERANCE = 1.02
 
@@ -216,7 +211,11 @@ def _charge_host_time(stage: dict, spans: Sequence[float], walls: dict[str, list
 
 
 def _charge_beyond_baseline(stage: dict, spans: Sequence[float]) -> None:
-    """A Triton candidate's host time beyond the baseline's and the slack, added to its stats."""
+    """A Triton candidate's host time beyond the baseline's and the slack, added to its stats. Its host
+    code is Python the AST scan holds to reading metadata and launching: it cannot reach the trace, so
+    that time is its own launch work (Triton's binder, an autograd Function, per-call driver queries:
+    0.26-0.27 ms over cuBLAS's path at 0.8-1.0 ms spans on one H200 host at 8853d5c, 0.13-0.15 ms on an
+    H100 at 485d10a), counted in rather than failed."""
     if stage.get("baseline_host_overhead_ms") is None:
         return
     excess = stage["host_overhead_ms"] - stage["baseline_host_overhead_ms"]

@@ -83,7 +83,6 @@ class TimedRounds:
             self.prepares[entrant] = self.prepares.get(entrant, 0.0) + prepared - preparing
             for part, seconds in (armed.get("parts_s") or {}).items():
                 self.prepare_parts[part] = self.prepare_parts.get(part, 0.0) + float(seconds)
-        if keep:
             _idle_until(prepared + IDLE_S)
         began = time.perf_counter()
         began_ns = time.time_ns()  # the call's bracket, in the clock of the sampler's timestamps
