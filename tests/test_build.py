@@ -243,6 +243,22 @@ def test_a_system_call_in_host_assembly_is_banned(tmp_path: Path) -> None:
     assert "system call instruction" in stage.message
 
 
+def test_nvtx_with_its_tool_loader_switched_back_on_is_banned_at_the_build(tmp_path: Path) -> None:
+    """The build leaves NVTX no way to find a tool (honest ranges then pass, `test_honest_corpus.py`); a
+    source that defines the loader back on brings the environment read and the dlopen it was built
+    without, and the link policy refuses them at the line that made them."""
+    head, export, tail = (KERNELS / "abi_example.cu").read_text().rpartition("TVM_FFI_DLL_EXPORT_TYPED_FUNC")
+    loader = (
+        "#undef NVTX_SUPPORT_ENV_VARS\n#define NVTX_SUPPORT_ENV_VARS 1\n"
+        "#undef NVTX_SUPPORT_DYNAMIC_INJECTION_LIBRARY\n#define NVTX_SUPPORT_DYNAMIC_INJECTION_LIBRARY 1\n"
+        "#include <nvtx3/nvToolsExt.h>\n"
+        'static void mark() { nvtxMarkA("gemm"); }\nvoid (*volatile keep)() = mark;\n'
+    )
+    stage = asyncio.run(compile_source(loader + head + export + tail, get_target("hopper"), 300, tmp_path))
+    assert stage.status == Status.banned, stage.message
+    assert "dlopen" in stage.message and "looks up code at run time" in stage.message
+
+
 def test_a_kernel_in_a_librarys_namespace_is_banned_at_the_build(tmp_path: Path) -> None:
     """What the source scan cannot see (a namespace opened, not a `cub::` name): the module's kernels are
     judged by their own namespace; the user's kernels beside them, and one that only takes a library type

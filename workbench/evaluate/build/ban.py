@@ -126,7 +126,8 @@ _CUDA_HEADERS = frozenset(
 )
 # CUB's headers: its block-, warp- and thread-level primitives compile into the candidate's own kernels;
 # its device-wide algorithms (library kernels) are refused by name here and by kernel in the build.
-_ALLOWED_PREFIXES = ("cooperative_groups/", "cuda/", "nv/", "tvm/ffi/", "dlpack/", "cub/")
+# NVTX's (`nvtx3/`): header-only ranges, built with no way to load a tool (`nvcc.nvcc_command`).
+_ALLOWED_PREFIXES = ("cooperative_groups/", "cuda/", "nv/", "tvm/ffi/", "dlpack/", "cub/", "nvtx3/")
 
 # The C and C++ standard libraries' headers, all of them (and libstdc++'s everything-header): what host
 # code then calls is the link policy's to judge (files, signals, jumps, threads are refused there, at the

@@ -150,9 +150,13 @@ def nvcc_command(target: Target, toolchain: BuildToolchain) -> list[str]:
         "-O3", "-lineinfo", "--ptxas-options=-v",
         "-shared", "-Xcompiler", "-fPIC", "-std=c++17",
         "-Xcompiler", "-g1",  # host line tables: a refused symbol is traced to the user's line
-        # CUB's headers otherwise bring NVTX, whose loader dlopens the profiler's injection library: the
-        # link policy would refuse an honest BlockReduce for it (NVTX's own header is off the allow-list).
+        # CUB's headers otherwise bring NVTX ranges of their own.
         "-DCCCL_DISABLE_NVTX",
+        # NVTX ranges in the candidate's own host code are a profiler's annotations, common in code written
+        # elsewhere; its loader would read the environment and dlopen the tool named there, which the link
+        # policy refuses. With no way to find a tool, each range is a call that returns at once.
+        "-DNVTX_SUPPORT_ENV_VARS=0", "-DNVTX_SUPPORT_DYNAMIC_INJECTION_LIBRARY=0",
+        "-DNVTX_SUPPORT_STATIC_INJECTION_LIBRARY=0",
         f"-I{toolchain.tvm_ffi_include}",
         f"-L{toolchain.tvm_ffi_lib_dir}", f"-Xlinker=-rpath={toolchain.tvm_ffi_lib_dir}",
         "-keep", "-keep-dir", "keep",
