@@ -77,8 +77,7 @@ def test_each_kernel_builds_and_passes_the_static_tier(
 # - a cuBLAS reference switched off with `#if 0`, never compiled;
 # - host code leaning on more of the standard library than ours: a reader-writer lock around a cache of
 #   launched shapes, the rounding mode checked, a calendar-time log line, a layout flag read with
-#   <cctype>, and a file dump left in behind a debug switch (its header included, the dump compiled out);
-# - NVTX ranges a profiler would show, by NVTX's C API and its C++ wrapper.
+#   <cctype>, and a file dump left in behind a debug switch (its header included, the dump compiled out).
 RUNTIME_HEADERS = (
     "math_functions.h",
     "device_types.h",
@@ -98,13 +97,11 @@ CUBLAS_UNDER_IF_0 = (
     "}\n"
     "#endif\n"
 )
-NVTX_RANGES = '  nvtx3::scoped_range range{"abi_style_gemm"};\n  nvtxRangePushA("launch");\n'
 STANDARD_LIBRARY_HOST = (
     "#include <bits/stdc++.h>\n"
     "#include <cfenv>\n"
     "#include <fstream>\n"
     "#include <shared_mutex>\n"
-    "#include <nvtx3/nvtx3.hpp>\n"
     "static std::shared_mutex shapes_lock;\n"
     "static std::set<std::array<int, 3>> shapes;\n"
     "static void note_shape(int m, int n, int k) {\n"
@@ -138,15 +135,6 @@ def test_a_kernel_carrying_what_outside_code_carries_builds_and_passes(
     )
     source = source.replace("  cudaStream_t stream = ", "  note_shape(m, n, k);\n  cudaStream_t stream = ", 1)
     assert "note_shape(m, n, k);" in source
-    # NVTX ranges around the host function, by its C API and its C++ wrapper.
-    source = source.replace(
-        "  CUDA_CHECK(cudaSetDevice(", NVTX_RANGES + "  CUDA_CHECK(cudaSetDevice(", 1
-    ).replace(
-        "  CUDA_CHECK(cudaStreamSynchronize(stream));\n}",
-        "  CUDA_CHECK(cudaStreamSynchronize(stream));\n  nvtxRangePop();\n}",
-        1,
-    )
-    assert "nvtxRangePushA" in source and "nvtxRangePop();" in source
     source = "".join(f"#include <{header}>\n" for header in RUNTIME_HEADERS) + CUBLAS_UNDER_IF_0 + source
     _assert_static_passes(_evaluate(honest, session_cache(tmp_path_factory), source))
 

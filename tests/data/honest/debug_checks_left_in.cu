@@ -1,6 +1,8 @@
 // Honest corpus: the checks of a first working kernel, left in. A CUDA_CHECK macro that prints and calls
 // exit(EXIT_FAILURE), the SM count asked of the device on every call (not cached), and cudaDeviceSynchronize
-// after the launch so an asynchronous fault surfaces here. A plain wgmma GEMM C[M,N] = A[M,K] @ B[N,K]^T (bf16).
+// after the launch so an asynchronous fault surfaces here, and NVTX ranges around the call and its launch (the
+// C++ wrapper's scoped range, the C API's push and pop) for a profiler's timeline. A plain wgmma GEMM
+// C[M,N] = A[M,K] @ B[N,K]^T (bf16).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -8,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <nvtx3/nvtx3.hpp>
 #include <tvm/ffi/tvm_ffi.h>
 
 namespace ffi = tvm::ffi;
@@ -81,6 +84,7 @@ __global__ void __launch_bounds__(128) gemm_kernel(const __nv_bfloat16* __restri
 }  // namespace
 
 void Gemm(ffi::TensorView a, ffi::TensorView b, ffi::TensorView c) {
+  nvtx3::scoped_range range{"debug_checks_gemm"};
   TVM_FFI_ICHECK_EQ(a.ndim(), 2) << "A must be 2-D";
   TVM_FFI_ICHECK_EQ(b.ndim(), 2) << "B must be 2-D";
   TVM_FFI_ICHECK_EQ(a.size(1), b.size(1)) << "A and B must share K";
@@ -98,11 +102,13 @@ void Gemm(ffi::TensorView a, ffi::TensorView b, ffi::TensorView c) {
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   if (sms <= 0) TVM_FFI_THROW(RuntimeError) << "no SMs reported";
+  nvtxRangePushA("launch");
   gemm_kernel<<<dim3(n / 64, m / 64), 128>>>(static_cast<const __nv_bfloat16*>(a.data_ptr()),
                                              static_cast<const __nv_bfloat16*>(b.data_ptr()),
                                              static_cast<__nv_bfloat16*>(c.data_ptr()), m, n, k);
   CUDA_CHECK(cudaGetLastError());
   CUDA_CHECK(cudaDeviceSynchronize());
+  nvtxRangePop();
 }
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, Gemm);
