@@ -126,17 +126,37 @@ class TorchWork(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class OnTheGpu(torch.Tensor):
+    """A meta tensor that says it lives where the tensor it stands for will: on `cuda:0`. Code written
+    elsewhere checks its inputs (`assert a.is_cuda`, `a.device.type == "cuda"`) before it launches; a
+    bare meta tensor failed those checks here and only here. Views and results of its operations are of
+    this class too (torch's default subclass handling); storage, data pointer and dispatch stay meta's."""
+
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]  # torch types it as an attribute
+        return torch.device("cuda", 0)
+
+    @property
+    def is_cuda(self) -> bool:  # type: ignore[override]
+        return True
+
+    def get_device(self) -> int:
+        return 0
+
+
 class MetaDevice(TorchFunctionMode):
-    """Allocations asked for on `cuda` land on the meta device (no memory, no GPU)."""
+    """Allocations asked for on `cuda` land on the meta device (no memory, no GPU), as `OnTheGpu`."""
 
     def __torch_function__(
         self, func: Callable, types: object, args: tuple = (), kwargs: dict | None = None
     ) -> object:
         kwargs = dict(kwargs or {})
         device = kwargs.get("device")
-        if device is not None and torch.device(device).type == "cuda":
-            kwargs["device"] = torch.device("meta")
-        return func(*args, **kwargs)
+        if device is None or torch.device(device).type != "cuda":
+            return func(*args, **kwargs)
+        kwargs["device"] = torch.device("meta")
+        made = func(*args, **kwargs)
+        return made.as_subclass(OnTheGpu) if isinstance(made, torch.Tensor) else made
 
 
 def simulate_cuda(capability: tuple[int, int], name: str, sms: int) -> None:
@@ -358,13 +378,15 @@ def _without_cubin(backend: object, stages: dict, options: object, language: obj
 
 
 def _arguments(tensors: list[dict]) -> list[object]:
-    """The inputs then the outputs in definition order: meta tensors, scalars as the workload gives them."""
+    """The inputs then the outputs in definition order: meta tensors (`OnTheGpu`), scalars as the workload
+    gives them."""
     values: list[object] = []
     for item in tensors:
         if "value" in item:
             values.append(item["value"])
         else:
-            values.append(torch.empty(item["shape"], dtype=DTYPES[item["dtype"]], device="meta"))
+            made = torch.empty(item["shape"], dtype=DTYPES[item["dtype"]], device="meta")
+            values.append(made.as_subclass(OnTheGpu))
     return values
 
 

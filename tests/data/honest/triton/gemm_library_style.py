@@ -1,5 +1,6 @@
-"""Honest corpus (Triton): a library module's habits around one kernel: an export list, a module logger
-(logging.getLogger(__name__)) and warnings.warn for a slow shape, run under @torch.no_grad() and
+"""Honest corpus (Triton): a library module's habits around one kernel: an export list, its inputs checked
+(on the GPU, one device, one dtype), a module logger (logging.getLogger(__name__)) and warnings.warn for a
+slow shape, run under @torch.no_grad() and
 torch.cuda.device, a heuristic that reads an explicit meta-parameter, and a PTX cvt through
 tl.inline_asm_elementwise in the epilogue."""
 
@@ -55,6 +56,10 @@ def gemm_nt_kernel(
 
 @torch.no_grad()
 def run(A, B, C):
+    assert A.is_cuda and B.is_cuda and C.is_cuda, "A, B and C must be CUDA tensors"
+    if not (A.device == B.device == C.device) or A.device.type != "cuda" or A.get_device() < 0:
+        raise ValueError(f"A, B and C must share one GPU, got {A.device}, {B.device}, {C.device}")
+    assert A.dtype == B.dtype == C.dtype == torch.bfloat16, f"expected bfloat16, got {A.dtype}"
     M, K = A.shape
     N = B.shape[0]
     if M % TILE_M or N % TILE_N:
