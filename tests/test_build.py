@@ -233,28 +233,34 @@ def test_allowed_imports(symbol: str, allowed: bool) -> None:
     assert import_allowed(symbol) == allowed
 
 
+def _abi_example_with(host: str, ahead: str = "") -> str:
+    """The ABI example with `host` code put before its export, and `ahead` before the whole file."""
+    head, export, tail = (KERNELS / "abi_example.cu").read_text().rpartition("TVM_FFI_DLL_EXPORT_TYPED_FUNC")
+    return ahead + head + host + export + tail
+
+
 @needs_nvcc
 def test_a_system_call_in_host_assembly_is_banned(tmp_path: Path) -> None:
-    head, export, tail = (KERNELS / "abi_example.cu").read_text().rpartition("TVM_FFI_DLL_EXPORT_TYPED_FUNC")
     door = 'static long door() { long r; asm volatile("syscall" : "=a"(r) : "a"(39)); return r; }\n'
-    source = head + door + "long (*volatile keep)() = door;\n" + export + tail
+    source = _abi_example_with(door + "long (*volatile keep)() = door;\n")
     stage = asyncio.run(compile_source(source, get_target("hopper"), 300, tmp_path))
     assert stage.status == Status.banned, stage.message
     assert "system call instruction" in stage.message
 
 
 def test_nvtx_with_its_tool_loader_switched_back_on_is_banned_at_the_build(tmp_path: Path) -> None:
-    """The build leaves NVTX no way to find a tool (honest ranges then pass, `test_honest_corpus.py`); a
+    """The build leaves NVTX no way to find a tool (honest ranges then pass: `debug_checks_left_in.cu`); a
     source that defines the loader back on brings the environment read and the dlopen it was built
     without, and the link policy refuses them at the line that made them."""
-    head, export, tail = (KERNELS / "abi_example.cu").read_text().rpartition("TVM_FFI_DLL_EXPORT_TYPED_FUNC")
     loader = (
         "#undef NVTX_SUPPORT_ENV_VARS\n#define NVTX_SUPPORT_ENV_VARS 1\n"
         "#undef NVTX_SUPPORT_DYNAMIC_INJECTION_LIBRARY\n#define NVTX_SUPPORT_DYNAMIC_INJECTION_LIBRARY 1\n"
         "#include <nvtx3/nvToolsExt.h>\n"
         'static void mark() { nvtxMarkA("gemm"); }\nvoid (*volatile keep)() = mark;\n'
     )
-    stage = asyncio.run(compile_source(loader + head + export + tail, get_target("hopper"), 300, tmp_path))
+    stage = asyncio.run(
+        compile_source(_abi_example_with("", ahead=loader), get_target("hopper"), 300, tmp_path)
+    )
     assert stage.status == Status.banned, stage.message
     assert "dlopen" in stage.message and "looks up code at run time" in stage.message
 
@@ -263,11 +269,10 @@ def test_a_kernel_in_a_librarys_namespace_is_banned_at_the_build(tmp_path: Path)
     """What the source scan cannot see (a namespace opened, not a `cub::` name): the module's kernels are
     judged by their own namespace; the user's kernels beside them, and one that only takes a library type
     as a template argument, are not a library's."""
-    head, export, tail = (KERNELS / "abi_example.cu").read_text().rpartition("TVM_FFI_DLL_EXPORT_TYPED_FUNC")
     inside = (
         "namespace cub {\n__global__ void copy(float* x) { x[threadIdx.x] = 1.f; }\n}  // namespace cub\n"
     )
-    stage = asyncio.run(compile_source(head + inside + export + tail, get_target("hopper"), 300, tmp_path))
+    stage = asyncio.run(compile_source(_abi_example_with(inside), get_target("hopper"), 300, tmp_path))
     assert stage.status == Status.banned, stage.message
     assert "1 kernel(s) of a library's own templates (cub::copy(float*))" in stage.message
     assert library_kernels(["_Z6reduceIN3cub3SumEEvv", "_ZN12_GLOBAL__N_14gemmEv"]) == []
@@ -279,14 +284,13 @@ def test_a_kernel_in_a_librarys_namespace_is_banned_at_the_build(tmp_path: Path)
 def test_cubs_device_reduce_through_using_namespace_is_banned_at_the_build(tmp_path: Path) -> None:
     """CUB's device-wide reduce reached without the `cub::` the source scan knows (`using namespace cub`):
     its kernels are in the module, under CUB's namespace."""
-    head, export, tail = (KERNELS / "abi_example.cu").read_text().rpartition("TVM_FFI_DLL_EXPORT_TYPED_FUNC")
     reduce = (
         "using namespace cub;\n"
         "void reduce(float* in, float* out, void* tmp, size_t bytes, cudaStream_t s) {\n"
         "  DeviceReduce::Sum(tmp, bytes, in, out, 1024, s);\n}\n"
         "void (*volatile keep_reduce)(float*, float*, void*, size_t, cudaStream_t) = reduce;\n"
     )
-    source = "#include <cub/cub.cuh>\n" + head + reduce + export + tail
+    source = _abi_example_with(reduce, ahead="#include <cub/cub.cuh>\n")
     stage = asyncio.run(compile_source(source, get_target("hopper"), 300, tmp_path))
     assert stage.status == Status.banned, stage.message
     assert "kernel(s) of a library's own templates" in stage.message and "DeviceReduce" in stage.message
@@ -328,12 +332,11 @@ def test_a_cancelled_build_leaves_no_open_pipes_behind(cancel_after_s: float, tm
 def _reading(path: Path) -> str:
     """The ABI example with host assembly that puts `path`'s bytes into the library, its `.incbin` pasted
     together by the preprocessor where no source scan follows it."""
-    head, export, tail = (KERNELS / "abi_example.cu").read_text().rpartition("TVM_FFI_DLL_EXPORT_TYPED_FUNC")
     paste = (
         "#define CAT(a, b) a##b\n#define STR(x) #x\n#define XSTR(x) STR(x)\n"
         f'asm(".section .rodata\\n." XSTR(CAT(inc, bin)) " \\"{path}\\"\\n.previous");\n'
     )
-    return head + paste + export + tail
+    return _abi_example_with(paste)
 
 
 @pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock: the build is not confined")
