@@ -14,7 +14,7 @@ from build_support import needs_nvcc
 
 from workbench.evaluate.build.nvcc import compile_source
 from workbench.evaluate.gpu.agreement import agreement, profiled_over_timed
-from workbench.evaluate.gpu.kernel_names import module_kernels
+from workbench.evaluate.gpu.kernel_names import module_kernels, own_kernels, torch_fill
 from workbench.evaluate.gpu.trace_checks import Kernel, attribute, call_problem
 from workbench.evaluate.result import Status
 from workbench.tasks import get_target
@@ -57,6 +57,37 @@ def test_a_kernel_the_module_does_not_define_is_foreign() -> None:
 def test_a_module_without_kernels_makes_every_launched_kernel_foreign() -> None:
     status, _ = call_problem(attribute(honest_call()), set())
     assert status == "foreign_kernel"
+
+
+# torch's fill kernels as CUPTI named them on the H100 (a bf16 and an int32 fill), and torch compute the
+# trace never saw (a multiply) beside them.
+FILLS = (
+    "_ZN2at6native29vectorized_elementwise_kernelILi8ENS0_11FillFunctorIN3c108BFloat16EEESt5arrayIPcLm1EEEEviT0_T1_",
+    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIiEESt5arrayIPcLm1EEEEviT0_T1_",
+)
+TORCH_MUL = (
+    "_ZN2at6native29vectorized_elementwise_kernelILi8ENS0_13AUnaryFunctorIN3c108BFloat16ES4_S4_NS0_15binary_"
+    "internal10MulFunctorIfEEEESt5arrayIPcLm2EEEEviT0_T1_"
+)
+
+
+def test_a_triton_candidates_torch_fills_are_its_own_and_nothing_else_of_torchs() -> None:
+    """A Triton candidate's host code may zero a workspace with torch (`triton_ban.TORCH_CALLS`): the fill
+    kernel is its own work, in the call and in the profile; torch compute stays foreign, and a CUDA
+    candidate (which cannot reach torch) is held to its module's kernels alone."""
+    zeroed = honest_call(kernel(FILLS[0], 150, 160, 3), kernel(FILLS[1], 310, 320, 3))
+    triton = own_kernels([OWN], triton=True)
+    assert call_problem(attribute(zeroed), triton) is None
+    assert all(name in triton for name in FILLS) and OWN in triton and CUBLAS not in triton
+    status, message = call_problem(attribute(honest_call(kernel(TORCH_MUL, 310, 320, 3))), triton)
+    assert status == "foreign_kernel" and "MulFunctor" in message
+    status, message = call_problem(attribute(zeroed), own_kernels([OWN], triton=False))
+    assert status == "foreign_kernel" and "FillFunctor" in message
+    assert own_kernels(None, triton=True) is None and not torch_fill(OWN)
+    # ncu's launches and the timed calls' both keep the fill, so the two still agree
+    profiled = [{"name": name, "launch": {}, "time_ns": 100.0} for name in (FILLS[0], OWN)]
+    timed = [[Kernel(FILLS[0], 150, 250, 3, 7), Kernel(OWN, 260, 360, 2, 7)]]
+    assert agreement(profiled, timed, triton) is None
 
 
 def test_unknown_kernel_names_skip_the_foreign_check_only() -> None:

@@ -38,7 +38,14 @@ def test_the_base_passes_and_host_glue_is_allowed() -> None:
         "    shape = [d for d in A.shape]\n"
         "    shape.append(math.ceil(n / 2))\n"
         "    eps = torch.finfo(torch.float32).eps\n"
-        "    torch.cuda.current_stream().synchronize()\n",
+        "    torch.cuda.current_stream().synchronize()\n"
+        # constant fills: a split-K workspace, a tile counter, the output zeroed for atomic adds
+        "    partial = torch.zeros((n,), device=A.device, dtype=torch.float32)\n"
+        "    counter = torch.full((1,), 0, device=A.device, dtype=torch.int32)\n"
+        "    ones = torch.ones_like(A)\n"
+        "    more = A.new_zeros((n,))\n"
+        "    C.zero_()\n"
+        "    partial.fill_(0.0)\n",
     )
     assert scan(glue) == []
     allocator = BASE + (
@@ -72,7 +79,9 @@ BAD_CASES = [
     (HOST.format("return torch.ops.aten.mm.default(A, B)"), "torch_compute"),
     (HOST.format("return torch._C._nn.linear(A, B)"), "torch_compute"),
     (HOST.format("return torch.Tensor.add(A, B)"), "torch_compute"),
-    (HOST.format("return torch.zeros_like(C)"), "torch_compute"),
+    (HOST.format("return torch.arange(C.numel())"), "torch_compute"),
+    (HOST.format("return torch.tensor([1.0, 2.0])"), "torch_compute"),
+    (HOST.format("return A.add_(B)"), "tensor_method"),
     (
         HOST.format(
             "return torch.cuda.jiterator._create_jit_fn('template <typename T> T f(T x) { return x; }')"
@@ -347,7 +356,8 @@ def test_a_configs_pre_hook_is_a_host_function_of_the_file() -> None:
     assert "autotune_hook" in rules(source("lambda nargs: None"))
     assert "autotune_hook" in rules(source("copy_kernel"))
     assert "host_write" in rules(source("fit", hook.replace(".block_shape", ".data")))
-    assert "tensor_method" in rules(source("fit", hook + "    nargs['C'].zero_()\n"))
+    assert "tensor_method" in rules(source("fit", hook + "    nargs['C'].add_(1)\n"))
+    assert scan(source("fit", hook + "    nargs['C'].zero_()\n")) == []  # a constant fill, as anywhere
 
 
 # The wrapper of Triton's tutorials around the base's kernel: an autograd Function whose forward launches.

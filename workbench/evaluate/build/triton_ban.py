@@ -27,10 +27,12 @@ context is written) and a record of constant fields (`@dataclass`, `NamedTuple`)
 one of the file's kernels (directly, through a helper, or through an autograd Function's forward). Two
 deliberate differences: a top-level `if __name__ == "__main__":` block (a self-test, with no `else`) is
 not checked, since the evaluator imports the file under a module
-name of its own and the block never runs; and uninitialised allocation (`torch.empty`,
-`empty_like`, `empty_strided`, `.new_empty`) is allowed anywhere, not only in a `triton.set_allocator`
-function, because it launches no kernel and backward kernels need scratch (Delta, fp32 dQ); fills
-(`zeros`, `ones`, `full`) are torch kernels and are not allowed.
+name of its own and the block never runs; and allocation (`torch.empty`, `empty_like`,
+`empty_strided`, `.new_empty`) and constant fills (`zeros`, `ones`, `full`, their `_like` and `.new_`
+forms, `.zero_()`, `.fill_()`) are allowed anywhere, not only in a `triton.set_allocator` function:
+backward kernels need scratch (Delta, fp32 dQ), split-K sums a zeroed workspace, and a fill reads
+nothing (its kernel is the candidate's own work on a GPU; a fill of an input is caught there as a
+changed input). Values made otherwise (`arange`, `rand`, `tensor`) are not allowed.
 
 The check is static and can be outrun (a value that is a tensor cannot always be told from one that is
 an int): the build's trace of `run` (`triton_trace`) records every torch operation `run` performs, and
@@ -106,9 +108,12 @@ _DOOR_MODULES = frozenset(
 )  # fmt: skip
 _DSL_ROOTS = frozenset({"cutlass", "cute", "nvidia_cutlass_dsl"})
 
-# torch calls that compute nothing: uninitialised allocation and metadata.
+# torch calls that compute nothing: allocation, a constant fill (a workspace zeroed for a split-K sum or
+# a tile counter: torch's fill kernel, which reads nothing; on a GPU it is the candidate's own work,
+# `trace_checks.TritonOwn`) and metadata.
 TORCH_CALLS = frozenset(
-    {"torch.empty", "torch.empty_like", "torch.empty_strided", "torch.device", "torch.finfo", "torch.iinfo",
+    {"torch.empty", "torch.empty_like", "torch.empty_strided", "torch.zeros", "torch.zeros_like", "torch.ones",
+     "torch.ones_like", "torch.full", "torch.full_like", "torch.device", "torch.finfo", "torch.iinfo",
      "torch.Size", "torch.no_grad", "torch.inference_mode"}
 )  # fmt: skip
 # Grad modes: a context or a decorator that only turns autograd's recording off for what it wraps (the
@@ -121,9 +126,10 @@ TORCH_CUDA_CALLS = frozenset(
     {"current_device", "current_stream", "set_device", "device", "get_device_properties",
      "get_device_capability", "get_device_name", "device_count", "is_available", "synchronize"}
 )  # fmt: skip
-_TORCH_FILLS = frozenset(
-    {"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "arange", "rand", "randn", "randint",
-     "rand_like", "randn_like", "tensor", "as_tensor", "from_numpy", "eye", "linspace"}
+# Tensors made with values that are not one constant: each a torch kernel or a host copy.
+_TORCH_MAKERS = frozenset(
+    {"arange", "rand", "randn", "randint", "rand_like", "randn_like", "tensor", "as_tensor", "from_numpy", "eye",
+     "linspace"}
 )  # fmt: skip
 TORCH_DTYPES = frozenset(
     {"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "short", "int", "long",
@@ -140,7 +146,7 @@ HOST_METHODS = frozenset(
      "get_device", "storage_offset", "is_floating_point", "is_complex",
      "view", "view_as", "reshape", "transpose", "permute", "t", "unsqueeze", "squeeze", "expand", "expand_as",
      "as_strided", "unflatten", "flatten", "narrow", "select", "split", "chunk", "unbind", "contiguous",
-     "detach", "new_empty", "new_empty_strided",
+     "detach", "new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full", "zero_", "fill_",
      "append", "extend", "insert", "pop", "index", "count", "items", "keys", "values", "get", "setdefault",
      "update", "copy", "format", "join", "bit_length",
      "debug", "info", "warning", "error", "critical", "exception",
@@ -713,8 +719,8 @@ class _Checker:
                 len(parts) == 3 and parts[1] == "cuda" and parts[2] in TORCH_CUDA_CALLS
             ):
                 return
-            if len(parts) == 2 and parts[1] in _TORCH_FILLS:
-                why = f"{full} runs a torch kernel (a fill): allocate with torch.empty and write it in your kernel"
+            if len(parts) == 2 and parts[1] in _TORCH_MAKERS:
+                why = f"{full} makes its values outside your kernels: allocate with torch.empty and write it in your kernel"
             elif parts[1] == "cuda":
                 queries = ", ".join(sorted(TORCH_CUDA_CALLS))
                 why = f"{full}(...) is not one of the torch.cuda queries a launch may make ({queries})"

@@ -11,8 +11,8 @@ launch), so each kernel is specialised exactly as a real launch at this workload
 Before the candidate is imported the process closes its doors (`sandbox.close_doors`: no exec, no new
 process, no ptrace); ptxas cannot run here, so the cubin stage is replaced by one that keeps nothing
 and the parent assembles each PTX with Triton's own ptxas. What `run` asks of torch goes through a
-dispatch mode: allocation and views pass, anything else (a matmul, an add, a copy, a fill) is recorded
-with the candidate's line. The `torch.cuda` queries the ban allows answer as the target device would.
+dispatch mode: allocation, constant fills and views pass, anything else (a matmul, an add, a copy) is
+recorded with the candidate's line. The `torch.cuda` queries the ban allows answer as the target device would.
 
 Writes `trace.json` (see `TraceReport` in `triton_build`) and one `.ptx` per compiled kernel into the
 request's `out` folder. Standard library, torch and triton only.
@@ -53,6 +53,12 @@ MODULE_NAME = "ptxwb_candidate"
 ALLOCATIONS = frozenset(
     {"aten::empty.memory_format", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
      "aten::new_empty_strided"}
+)  # fmt: skip
+# Constant fills (`triton_ban.TORCH_CALLS`): torch's fill kernel, reading nothing. A fill by a tensor's
+# value (`fill_.Tensor`) is recorded: that value was computed.
+FILLS = frozenset(
+    {"aten::zeros", "aten::zeros_like", "aten::ones", "aten::ones_like", "aten::full", "aten::full_like",
+     "aten::new_zeros", "aten::new_ones", "aten::new_full", "aten::zero_", "aten::fill_.Scalar"}
 )  # fmt: skip
 MAX_RECORDED = 20
 
@@ -107,7 +113,7 @@ class Candidate:
 
 
 class TorchWork(TorchDispatchMode):
-    """Records every torch operation but allocation and views, with the candidate's line."""
+    """Records every torch operation but allocation, constant fills and views, with the candidate's line."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -121,7 +127,7 @@ class TorchWork(TorchDispatchMode):
     def __torch_dispatch__(
         self, func: torch._ops.OpOverload, types: object, args: tuple = (), kwargs: dict | None = None
     ) -> object:
-        if not func.is_view and func.name() not in ALLOCATIONS and len(self.ops) < MAX_RECORDED:
+        if not func.is_view and func.name() not in ALLOCATIONS | FILLS and len(self.ops) < MAX_RECORDED:
             self.ops.append({"op": str(func), "line": self.candidate.line()})
         return func(*args, **(kwargs or {}))
 

@@ -30,3 +30,29 @@ def module_kernels(library: str, sass_path: str | None = None) -> list[str] | No
     if out.returncode != 0:
         return None
     return sorted(set(_FUNCTION.findall(out.stdout)))
+
+
+# torch's fill kernel (`FillFunctor`, vectorised or not), mangled as CUPTI and ncu name it.
+_TORCH_FILL = re.compile(r"^_ZN2at6native\w*?11FillFunctorI")
+
+
+def torch_fill(name: str) -> bool:
+    """Whether `name` is torch's constant-fill kernel (`torch.zeros`, `full`, `.zero_()`)."""
+    return _TORCH_FILL.match(name) is not None
+
+
+class TritonOwn(set[str]):
+    """A Triton candidate's own kernels: its module's, and torch's constant fills, which its host code may
+    run (a workspace zeroed for a split-K sum; `triton_ban.TORCH_CALLS`). A fill reads nothing and does
+    no math: it counts as the candidate's in its time, its launches and its sampled counters (as in
+    ncu's profile of it, so the two agree), never as foreign."""
+
+    def __contains__(self, name: object) -> bool:
+        return super().__contains__(name) or (isinstance(name, str) and torch_fill(name))
+
+
+def own_kernels(kernels: list[str] | None, triton: bool) -> set[str] | None:
+    """The set the tiers tell a candidate's kernels from foreign ones by (None: unknown, none foreign)."""
+    if kernels is None:
+        return None
+    return TritonOwn(kernels) if triton else set(kernels)

@@ -27,7 +27,7 @@ from workbench.evaluate.gpu.child_protocol import (
 )
 from workbench.evaluate.gpu.hang import stuck_kernel
 from workbench.evaluate.gpu.isolation import Child, Reply
-from workbench.evaluate.gpu.kernel_names import module_kernels
+from workbench.evaluate.gpu.kernel_names import module_kernels, own_kernels
 from workbench.evaluate.gpu.protocol import (
     GPU_STAGES,
     TIMED_S,
@@ -124,7 +124,7 @@ class Session:
         if kernels is None:
             kernels = module_kernels(self.library, request.get("sass_path"))
         self.kernels: list[str] | None = None if kernels is None else list(kernels)
-        self.own = None if self.kernels is None else set(self.kernels)
+        self.own = own_kernels(self.kernels, triton=bool(self.spec.get("triton_entry")))
         self.stages: list[str] = list(request.get("stages") or GPU_STAGES)
         self.sanitize = bool(request.get("sanitize", True)) and self.device != "cpu"
         self.pace = {"warmup_s": WARMUP_S, "timed_s": TIMED_S, **(request.get("pace") or {})}
