@@ -110,7 +110,7 @@ _DSL_ROOTS = frozenset({"cutlass", "cute", "nvidia_cutlass_dsl"})
 
 # torch calls that compute nothing: allocation, a constant fill (a workspace zeroed for a split-K sum or
 # a tile counter: torch's fill kernel, which reads nothing; on a GPU it is the candidate's own work,
-# `trace_checks.TritonOwn`) and metadata.
+# `kernel_names.TritonOwn`) and metadata.
 TORCH_CALLS = frozenset(
     {"torch.empty", "torch.empty_like", "torch.empty_strided", "torch.zeros", "torch.zeros_like", "torch.ones",
      "torch.ones_like", "torch.full", "torch.full_like", "torch.device", "torch.finfo", "torch.iinfo",
