@@ -231,6 +231,20 @@ def test_a_kernel_triton_cannot_compile_names_its_line(results: dict[str, EvalRe
     )
 
 
+def test_an_honest_import_not_run_here_is_unsupported_and_a_door_is_banned(cache: Path) -> None:
+    """The scan's own classing reaches the verdict: numpy is honest elsewhere (`unsupported`), ctypes is a
+    door (`banned`), and one door among honest imports makes the whole refusal `banned`."""
+    source = (KERNELS / "copy_no_dot.py").read_text()
+
+    def status(*imports: str) -> Status:
+        code = "".join(f"{line}\n" for line in imports) + source
+        return asyncio.run(StaticExecutor(cache).evaluate(request(code, GEMM, "hopper"))).stages.build.status
+
+    assert status("import numpy as np") == Status.unsupported
+    assert status("import ctypes") == Status.banned
+    assert status("import numpy as np", "import ctypes") == Status.banned
+
+
 def test_a_second_evaluation_is_a_cache_hit(results: dict[str, EvalResult], cache: Path) -> None:
     again = asyncio.run(StaticExecutor(cache).evaluate(request(*CASES["gemm_tma"])))
     assert again.stages.build.cache_hit

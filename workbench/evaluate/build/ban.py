@@ -11,11 +11,13 @@ profiler call: honest constructs the workbench does not run), with what to write
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from workbench.evaluate.build.tvm_ffi_symbols import Refusal
+from workbench.evaluate.result import BuildStage, Status
 
 # The toolkit's own headers. libcu++ (`cuda/...`: barrier, pipeline, ptx, std; `nv/target`) is allowed:
 # it wraps single PTX instructions and ships no kernels. Thrust is a library of kernels: not allowed; CUB's
@@ -412,6 +414,18 @@ class BanFinding:
 def refusal_of(findings: list[BanFinding]) -> Refusal:
     """`banned` when any finding is what a cheater does; `unsupported` when all are merely not run here."""
     return Refusal.banned if any(f.refusal == Refusal.banned for f in findings) else Refusal.unsupported
+
+
+def refused_build(findings: list[BanFinding], started: float, shown: int) -> BuildStage:
+    """The build stage of a source its scan refused (`findings`, at least one): `banned` or
+    `unsupported` by `refusal_of`, the first finding as its message and up to `shown` of them as errors."""
+    more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+    return BuildStage(
+        status=Status(refusal_of(findings)),
+        message=findings[0].describe() + more,
+        errors=[f.describe() for f in findings[:shown]],
+        duration_s=time.perf_counter() - started,
+    )
 
 
 @dataclass(frozen=True)

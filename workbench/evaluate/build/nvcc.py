@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 
 from workbench.evaluate.build import link_policy, tvm_ffi_symbols
-from workbench.evaluate.build.ban import refusal_of, scan
+from workbench.evaluate.build.ban import refused_build, scan
 from workbench.evaluate.build.confined import launcher
 from workbench.evaluate.build.link_policy import BinutilsMissing, LinkReport, check_library
 from workbench.evaluate.build.negated import NEGATED_DIR, Twin, build_negated, in_cache_entry
@@ -513,13 +513,7 @@ async def build(
     started = time.perf_counter()
     findings = scan(source)
     if findings:
-        return BuildStage(
-            status=Status(refusal_of(findings)),
-            message=findings[0].describe()
-            + (f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""),
-            errors=[f.describe() for f in findings[:MAX_ERRORS]],
-            duration_s=time.perf_counter() - started,
-        )
+        return refused_build(findings, started, MAX_ERRORS)
     stage = await compile_source(source, target, timeout_s, cache_dir)
     stage.duration_s = time.perf_counter() - started
     return stage

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from workbench.evaluate.build.ban import BanFinding
+from workbench.evaluate.build.ban import BanFinding, refused_build
 from workbench.evaluate.build.negated import (
     NEGATED_DIR,
     PTXAS_TIMEOUT_S,
@@ -169,15 +169,6 @@ def abi_mismatch(source: str, spec: dict) -> BuildStage | None:
     return BuildStage(status=Status.abi_mismatch, message=message, errors=[message])
 
 
-def _banned(findings: list[BanFinding], started: float) -> BuildStage:
-    return BuildStage(
-        status=Status.banned,
-        message=findings[0].describe() + (f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""),
-        errors=[f.describe() for f in findings[:MAX_ERRORS]],
-        duration_s=time.perf_counter() - started,
-    )
-
-
 def _trim(output: str) -> str:
     if len(output) <= MAX_OUTPUT_CHARS:
         return output
@@ -251,13 +242,13 @@ def _trace_failure(report: dict, source: str, output: str) -> BuildStage | None:
         for f in report["findings"]
     ]
     if findings:
-        return _banned(findings, time.perf_counter())
+        return refused_build(findings, time.perf_counter(), MAX_ERRORS)
     error = report["error"]
     if error is None:
         if report["kernels"]:
             return None
         finding = BanFinding(1, "no_launch", "", "run launched no @triton.jit kernel when called")
-        return _banned([finding], time.perf_counter())
+        return refused_build([finding], time.perf_counter(), MAX_ERRORS)
     message, line = error["message"], error["line"]
     if error["kind"] == "compile":
         mlir = _MLIR_ERROR.search(output)
@@ -381,7 +372,7 @@ async def build_triton(
     started = time.perf_counter()
     findings = scan(source)
     if findings:
-        return _banned(findings, started)
+        return refused_build(findings, started, MAX_ERRORS)
     toolchain = triton_toolchain(target)
     if toolchain is None:
         return BuildStage(
