@@ -77,7 +77,8 @@ def test_each_kernel_builds_and_passes_the_static_tier(
 # - a cuBLAS reference switched off with `#if 0`, never compiled;
 # - host code leaning on more of the standard library than ours: a reader-writer lock around a cache of
 #   launched shapes, the rounding mode checked, a calendar-time log line, a layout flag read with
-#   <cctype>, and a file dump left in behind a debug switch (its header included, the dump compiled out).
+#   <cctype>, a C-style pthread lock and gettimeofday/usleep through their POSIX headers, and a file dump
+#   left in behind a debug switch (its header included, the dump compiled out).
 RUNTIME_HEADERS = (
     "math_functions.h",
     "device_types.h",
@@ -102,6 +103,10 @@ STANDARD_LIBRARY_HOST = (
     "#include <cfenv>\n"
     "#include <fstream>\n"
     "#include <shared_mutex>\n"
+    "#include <pthread.h>\n"
+    "#include <sys/time.h>\n"
+    "#include <unistd.h>\n"
+    "static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;\n"
     "static std::shared_mutex shapes_lock;\n"
     "static std::set<std::array<int, 3>> shapes;\n"
     "static void note_shape(int m, int n, int k) {\n"
@@ -116,6 +121,11 @@ STANDARD_LIBRARY_HOST = (
     "  char stamp[32];\n"
     '  std::strftime(stamp, sizeof stamp, "%T", std::gmtime(&now.tv_sec));\n'
     '  if (std::fegetround() != FE_TONEAREST) fprintf(stderr, "%s: host rounding is not to nearest\\n", stamp);\n'
+    "  timeval since{};\n"
+    "  gettimeofday(&since, nullptr);\n"
+    "  pthread_mutex_lock(&log_lock);\n"
+    '  if (since.tv_sec < 0) { fprintf(stderr, "clock before 1970\\n"); usleep(1); }\n'
+    "  pthread_mutex_unlock(&log_lock);\n"
     '  const char layout = "nt"[k & 1];\n'
     "  if (!std::isalpha(layout) || std::toupper(layout) == 'X') fprintf(stderr, \"odd layout %c\\n\", layout);\n"
     "#ifdef GEMM_DUMP_SHAPES\n"

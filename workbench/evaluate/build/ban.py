@@ -281,6 +281,9 @@ _C_HEADERS = frozenset(
         "wctype.h",
     ]
 )
+# The POSIX headers that declare what the link policy lets host code call (`gettimeofday`, `usleep`,
+# `sched_yield`, pthread's mutexes and once; the rest they declare is refused there, at the calling line).
+_POSIX_HEADERS = frozenset(["unistd.h", "sys/time.h", "sys/types.h", "pthread.h", "sched.h"])
 
 # (rule, pattern over a header name, why) for headers that get a named rule rather than the generic one.
 _LIBRARY_HEADERS: tuple[tuple[str, re.Pattern[str], str], ...] = (
@@ -552,6 +555,7 @@ def _header_finding(line: int, header: str, text: str) -> BanFinding | None:
         header in _CUDA_HEADERS
         or header in _CXX_HEADERS
         or header in _C_HEADERS
+        or header in _POSIX_HEADERS
         or header.startswith(_ALLOWED_PREFIXES)
     ):
         return None
