@@ -55,9 +55,11 @@ def test_dlopen_kernel_is_banned_but_its_comment_is_not() -> None:
         ("#include <nvvm.h>\n", [(1, "include_not_allowed")]),
         ("#include <crt/host_runtime.h>\n", [(1, "include_not_allowed")]),
         ('#include "my_helpers.cuh"\n', [(1, "include_not_allowed")]),
-        # POSIX and the standard library's internals: not the standard library.
-        ("#include <unistd.h>\n", [(1, "include_not_allowed")]),
+        # POSIX beyond the headers of what the link policy allows, and the standard library's internals.
+        ("#include <unistd.h>\n#include <sys/time.h>\n#include <pthread.h>\n", []),
         ("#include <sys/mman.h>\n", [(1, "include_not_allowed")]),
+        ("#include <dlfcn.h>\n", [(1, "include_not_allowed")]),
+        ("#include <sys/syscall.h>\n", [(1, "include_not_allowed")]),
         ("#include <bits/c++config.h>\n", [(1, "include_not_allowed")]),
         ("#include HEADER_MACRO\n", [(1, "include_not_allowed")]),
         ("  #  include_next <cuda.h>\n", [(1, "include_not_allowed")]),
