@@ -178,7 +178,7 @@ def test_each_way_around_is_named(addition: str, rule: str) -> None:
     ("decorators", "rule"),
     [
         (
-            "@triton.autotune(configs=[triton.Config({'BLOCK': 64})], key=['n'], reset_to_zero=['Y'])\n",
+            "@triton.autotune(configs=[triton.Config({'BLOCK': 64})], key=['n'], restore_value=['Y'])\n",
             "autotune_hook",
         ),
         (
@@ -358,6 +358,9 @@ def test_a_configs_pre_hook_is_a_host_function_of_the_file() -> None:
     assert "host_write" in rules(source("fit", hook.replace(".block_shape", ".data")))
     assert "tensor_method" in rules(source("fit", hook + "    nargs['C'].add_(1)\n"))
     assert scan(source("fit", hook + "    nargs['C'].zero_()\n")) == []  # a constant fill, as anywhere
+    # autotune's own constant fill of a split-K output while it tunes
+    tuned_zeroed = tuned.replace("key=['n']", "key=['n'], reset_to_zero=['Y']")
+    assert scan(BASE.replace("@triton.jit\n", tuned_zeroed.replace("HOOK", "fit"), 1) + hook) == []
 
 
 # The wrapper of Triton's tutorials around the base's kernel: an autograd Function whose forward launches.

@@ -17,7 +17,8 @@ each reporting module), `@torch.no_grad`/`inference_mode` only on host functions
 writes in host code but a TMA descriptor's `block_shape` and the items of a dict, list or set the
 function made itself, only a few `torch.cuda` queries and `synchronize` (no jiterator,
 graphs, streams or events), only the Triton host API that launching needs and the driver's queries, no autotune hooks (they run
-torch work: `reset_to_zero` zero-fills with torch) but a config's `pre_hook` naming a host function of
+host code or torch copies: `restore_value` clones) but `reset_to_zero` (a constant fill of the named
+arguments while tuning, which runs once, in the runner's first, unjudged call) and a config's `pre_hook` naming a host function of
 the file (checked as host code), a `launch_metadata` function of the file for profilers (checked as host
 code), a host function of the file as a decorator of host code (a library's `ensure_contiguous`; never
 of a kernel), `@functools.cache` only on a helper that launches nothing, no launch
@@ -172,7 +173,7 @@ TRITON_DRIVER_QUERIES = frozenset(
 )  # fmt: skip
 _JIT_OPTIONS = frozenset({"do_not_specialize", "do_not_specialize_on_alignment", "noinline", "debug"})
 _AUTOTUNE_HOOKS = frozenset(
-    {"reset_to_zero", "restore_value", "pre_hook", "post_hook", "do_bench", "use_cuda_graph", "cache_results"}
+    {"restore_value", "pre_hook", "post_hook", "do_bench", "use_cuda_graph", "cache_results"}
 )  # fmt: skip
 # Config hooks: a pre_hook that names a host function of the file is allowed (its body is host code, checked
 # as such); any other is not.
